@@ -1,0 +1,1 @@
+"""Local scale-out host: runs the app's indexed functions in N processes against Azurite."""

@@ -1,0 +1,127 @@
+"""Start the local services the project uses: Azurite (storage) and Prism (SendGrid mock).
+
+Both come from the pinned npm packages in node_modules/ and listen on free loopback ports,
+so tests, the demo and benchmarks each get their own instance and never touch port 10000.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.storage import azurite_connection_string
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_BIN = ROOT / "node_modules" / ".bin"
+SENDGRID_SPEC = ROOT.parent / "shared" / "sendgrid" / "tsg_mail_v3.json"
+
+
+class ServiceError(RuntimeError):
+    """A local service could not be started."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServiceError(f"exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise ServiceError(f"port {port} not listening after {timeout:.0f} s: {log.read_text()[-2000:]}")
+
+
+def _binary(name: str) -> str:
+    path = NODE_BIN / name
+    if not path.exists():
+        raise ServiceError(f"{path} is missing: run `make setup` (npm ci) first")
+    return str(path)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass(frozen=True)
+class Azurite:
+    """A running Azurite: its ports and connection string."""
+
+    blob_port: int
+    queue_port: int
+    table_port: int
+
+    @property
+    def connection_string(self) -> str:
+        return azurite_connection_string(
+            "127.0.0.1", self.blob_port, self.queue_port, self.table_port
+        )
+
+
+@contextlib.contextmanager
+def azurite(data_dir: str | None = None) -> Iterator[Azurite]:
+    """Run Azurite on free ports until the block ends; its data lives in a temporary folder."""
+    own_dir = data_dir is None
+    location = data_dir or tempfile.mkdtemp(prefix="azurite-")
+    ports = Azurite(free_port(), free_port(), free_port())
+    log = Path(location) / "azurite.log"
+    args = [
+        _binary("azurite"),
+        "--skipApiVersionCheck",
+        "--loose",
+        "--silent",
+        "--location", location,
+        "--blobHost", "127.0.0.1", "--blobPort", str(ports.blob_port),
+        "--queueHost", "127.0.0.1", "--queuePort", str(ports.queue_port),
+        "--tableHost", "127.0.0.1", "--tablePort", str(ports.table_port),
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=location)
+    try:
+        for port in (ports.blob_port, ports.queue_port, ports.table_port):
+            _wait_for_port(port, proc, log, timeout=60)
+        yield ports
+    finally:
+        _stop(proc)
+        if own_dir:
+            shutil.rmtree(location, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def prism(spec: Path = SENDGRID_SPEC) -> Iterator[str]:
+    """Serve the SendGrid OpenAPI spec with Prism as a validating mock; yields its base URL."""
+    if not spec.exists():
+        raise ServiceError(f"SendGrid spec not found at {spec}")
+    port = free_port()
+    log_dir = tempfile.mkdtemp(prefix="prism-")
+    log = Path(log_dir) / "prism.log"
+    args = [_binary("prism"), "mock", "--host", "127.0.0.1", "-p", str(port), str(spec)]
+    env = dict(os.environ, NO_COLOR="1")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_for_port(port, proc, log, timeout=90)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(proc)
+        shutil.rmtree(log_dir, ignore_errors=True)

@@ -1,0 +1,117 @@
+"""Resolve key templates like WebJobs' `[Singleton("{Region}")]` from a function's arguments.
+
+`"import-{account}"`: `{name}` or `{name.attr}` is looked up, in order, among
+1. the decorated function's parameters by name (attributes or dict keys after the dot);
+2. the fields of a JSON object body of a `func.QueueMessage` argument;
+3. the route parameters, then query parameters, of a `func.HttpRequest` argument;
+4. `{occurrence}`: the schedule occurrence of a `func.TimerRequest` argument (needs the
+   schedule), the same on every instance however late each one fires.
+`%SETTING%` is replaced by the app setting first.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import azure.functions as func
+
+from shared import ncrontab
+from shared.settings import resolve_placeholders
+
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
+
+
+class KeyTemplateError(LookupError):
+    """A `{field}` of a key template could not be resolved from the invocation."""
+
+    def __init__(self, template: str, field: str, reason: str) -> None:
+        super().__init__(f"key template {template!r}: {{{field}}} {reason}")
+        self.template = template
+        self.field = field
+
+
+def template_fields(template: str) -> list[str]:
+    return _FIELD.findall(template)
+
+
+def resolve_key(
+    template: str,
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    schedule: str | None = None,
+) -> str:
+    """The key `template` names for one invocation of a function with `signature`."""
+    bound = signature.bind_partial(*args, **kwargs).arguments
+    text = resolve_placeholders(template)
+    return _FIELD.sub(lambda m: _lookup(template, m.group(1), bound, schedule), text)
+
+
+def _lookup(template: str, field: str, bound: Mapping[str, Any], schedule: str | None) -> str:
+    head, *path = field.split(".")
+    if head in bound:
+        return _follow(template, field, bound[head], path)
+    for value in bound.values():
+        if isinstance(value, func.QueueMessage):
+            body = _json_object(value)
+            if body is not None and head in body:
+                return _follow(template, field, body[head], path)
+        elif isinstance(value, func.HttpRequest):
+            for source in (value.route_params, value.params):
+                if head in source:
+                    return _follow(template, field, source[head], path)
+        elif isinstance(value, func.TimerRequest) and head == "occurrence" and not path:
+            return _occurrence(template, value, schedule)
+    raise KeyTemplateError(
+        template,
+        field,
+        "is not an argument, a JSON body field, a route or query parameter of this invocation",
+    )
+
+
+def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
+    for part in path:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif hasattr(value, part):
+            value = getattr(value, part)
+        else:
+            raise KeyTemplateError(template, field, f"has no {part!r}")
+    if value is None or isinstance(value, (dict, list)):
+        raise KeyTemplateError(template, field, "is empty or not a scalar")
+    return str(value)
+
+
+def _json_object(message: func.QueueMessage) -> dict[str, Any] | None:
+    try:
+        body = json.loads(message.get_body())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _occurrence(template: str, timer: func.TimerRequest, schedule: str | None) -> str:
+    """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
+
+    Taken from the schedule, not from the instance's clock: the occurrence just before the
+    host's `ScheduleStatus.Next` when it is given, else the latest one at or before now.
+    """
+    if schedule is None:
+        raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
+    status = timer.schedule_status or {}
+    next_text = status.get("Next")
+    if next_text:
+        nxt = datetime.fromisoformat(str(next_text).replace("Z", "+00:00"))
+        moment = ncrontab.previous_occurrence(schedule, nxt - _EPSILON)
+    else:
+        moment = ncrontab.previous_occurrence(schedule, datetime.now(UTC))
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_EPSILON = datetime.fromtimestamp(0.001, UTC) - datetime.fromtimestamp(0, UTC)

@@ -1,0 +1,260 @@
+"""The public lease API, independent of where the lease lives.
+
+`BaseLease` owns acquire/release, waiting with jitter, background renewal, the lost-lease
+signal and the context managers. A backend implements `_try_acquire`, `_renew`, `_release`
+(and may publish an owner record). Renewal is a loop waiting on an Event; unlike a silent
+renewal thread, losing the lease is always visible: `lost` is set, `on_lost` is called,
+`ensure_held()` raises and an error is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Self
+
+from shared.lease import shutdown
+from shared.lease.errors import (
+    LeaseError,
+    LeaseLost,
+    LeaseNotHeld,
+    LeaseTimeout,
+    StorageUnavailable,
+)
+
+log = logging.getLogger("shared.lease")
+
+MIN_PERIOD = 15.0
+MAX_PERIOD = 60.0
+DEFAULT_PERIOD = 15.0
+DEFAULT_POLL_INTERVAL = 1.0
+#: How much earlier than the server may expire the lease we stop trusting it (clock rate drift).
+CLOCK_MARGIN = 0.5
+
+
+def check_period(period: float) -> float:
+    """Blob leases last 15 to 60 seconds; anything else is a programming error."""
+    if not MIN_PERIOD <= period <= MAX_PERIOD:
+        raise ValueError(f"lease period must be 15 to 60 seconds, not {period}")
+    return float(period)
+
+
+class BaseLease(ABC):
+    """A lease on one key: acquire it, hold it (renewed in the background), release it."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        period: float = DEFAULT_PERIOD,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        on_lost: Callable[[LeaseLost], None] | None = None,
+    ) -> None:
+        self.key = key
+        self.period = check_period(period)
+        self.poll_interval = poll_interval
+        self.on_lost = on_lost
+        self.lost = threading.Event()
+        self._token: int | None = None
+        self._confirmed_at = 0.0  # monotonic time at which the last acquire/renew was sent
+        self._lost_error: LeaseLost | None = None
+        self._stop_renewing = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+
+    # -- what a backend implements -------------------------------------------------------------
+    @abstractmethod
+    def _try_acquire(self) -> int | None:
+        """Take the lease if free and return its fencing token; None when someone holds it."""
+
+    @abstractmethod
+    def _renew(self) -> None:
+        """Extend the lease by one period; raise `LeaseLost` or `StorageUnavailable`."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Give the lease back."""
+
+    def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Hook run after the first successful renewal (publishing an owner record)."""
+
+    # -- public API ------------------------------------------------------------------------------
+    @property
+    def token(self) -> int:
+        """The fencing token of the current acquisition: higher than every earlier one."""
+        if self._token is None:
+            raise LeaseNotHeld(f"lease {self.key!r} is not held")
+        return self._token
+
+    @property
+    def is_held(self) -> bool:
+        """True while acquired, not released, not lost, and not past its last confirmed period."""
+        return self._token is not None and not self.lost.is_set() and not self._expired_locally()
+
+    def acquire(
+        self,
+        timeout: float | None = None,
+        blocking: bool = True,
+        poll_interval: float | None = None,
+    ) -> Self:
+        """Take the lease; wait up to `timeout` seconds (None: forever) unless not `blocking`.
+
+        Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
+        """
+        waits = self._waits(timeout, blocking, poll_interval)
+        while not self._attempt():
+            time.sleep(next(waits))
+        return self
+
+    async def acquire_async(
+        self,
+        timeout: float | None = None,
+        blocking: bool = True,
+        poll_interval: float | None = None,
+    ) -> Self:
+        """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
+        waits = self._waits(timeout, blocking, poll_interval)
+        while not await asyncio.to_thread(self._attempt):
+            await asyncio.sleep(next(waits))
+        return self
+
+    def release(self) -> None:
+        """Stop renewing and give the lease back. Safe to call twice or after a loss."""
+        with self._state_lock:
+            if self._token is None:
+                return
+            token, self._token = self._token, None
+        self._stop_renewing.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+        shutdown.forget(self)
+        try:
+            self._release()
+        except LeaseLost as error:
+            log.warning(
+                "lease %s (token %s) was already gone at release: %s", self.key, token, error
+            )
+        except StorageUnavailable as error:
+            log.warning(
+                "lease %s (token %s) not released, it expires by itself: %s", self.key, token, error
+            )
+
+    async def release_async(self) -> None:
+        await asyncio.to_thread(self.release)
+
+    def ensure_held(self) -> None:
+        """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
+        if self._lost_error is not None:
+            raise self._lost_error
+        if self._token is None:
+            raise LeaseNotHeld(f"lease {self.key!r} is not held")
+        if self._expired_locally():
+            self._declare_lost(
+                "not renewed within its period (process paused or storage unreachable)"
+            )
+            raise self._lost_error  # type: ignore[misc]
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Self:
+        return await self.acquire_async()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release_async()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _waits(
+        self, timeout: float | None, blocking: bool, poll_interval: float | None
+    ) -> Iterator[float]:
+        """Jittered sleeps between attempts; raises `LeaseTimeout` when waiting is over."""
+        started = time.monotonic()
+        interval = poll_interval or self.poll_interval
+        while True:
+            remaining = None if timeout is None else timeout - (time.monotonic() - started)
+            if not blocking or (remaining is not None and remaining <= 0):
+                raise LeaseTimeout(self.key, time.monotonic() - started)
+            delay = interval * random.uniform(0.5, 1.5)
+            yield delay if remaining is None else min(delay, remaining)
+
+    def _attempt(self) -> bool:
+        if self._token is not None:
+            raise LeaseError(f"lease {self.key!r} is already held by this object")
+        sent_at = time.monotonic()
+        token = self._try_acquire()
+        if token is None:
+            return False
+        with self._state_lock:
+            self._token = token
+            self._confirmed_at = sent_at
+            self._lost_error = None
+            self.lost.clear()
+            self._stop_renewing.clear()
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
+        )
+        self._renewer.start()
+        shutdown.remember(self)
+        return True
+
+    def _expired_locally(self) -> bool:
+        return time.monotonic() >= self._confirmed_at + self.period - CLOCK_MARGIN
+
+    def _renew_loop(self) -> None:
+        """Renew every third of the period; retry transient failures sooner; report loss once."""
+        interval = self.period / 3
+        first = True
+        wait = interval
+        while not self._stop_renewing.wait(wait):
+            sent_at = time.monotonic()
+            try:
+                self._renew()
+            except LeaseLost as error:
+                self._declare_lost(error.reason)
+                return
+            except StorageUnavailable as error:
+                if self._expired_locally():
+                    self._declare_lost(f"renewal failed until the period ran out: {error}")
+                    return
+                log.warning("lease %s renewal failed, retrying: %s", self.key, error)
+                wait = min(1.0, interval)
+                continue
+            except Exception as error:  # a bug or unexpected storage answer: still make it visible
+                self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
+                return
+            self._confirmed_at = sent_at
+            wait = interval
+            if first:
+                first = False
+                try:
+                    self._on_first_renewal()
+                except LeaseError as error:
+                    log.warning("lease %s: owner record not published: %s", self.key, error)
+
+    def _declare_lost(self, reason: str) -> None:
+        with self._state_lock:
+            if self._lost_error is not None:
+                return
+            self._lost_error = LeaseLost(self.key, self._token, reason)
+            self.lost.set()
+            self._stop_renewing.set()
+        log.error("LEASE LOST: %s", self._lost_error)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self._lost_error)
+            except Exception:
+                log.exception("on_lost callback of lease %s failed", self.key)

@@ -1,0 +1,168 @@
+"""Storage operations on one lock blob, with storage errors translated in one place.
+
+A lock blob is an empty page blob. Its lease is the lock; its sequence number, incremented
+atomically by the service under the lease, is the fencing token; its metadata holds the
+owner record. Each method is one storage request on the steady-state path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ResourceExistsError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+
+from shared.lease.errors import LeaseError, LeaseLost, StorageUnavailable
+from shared.lease.owner import Owner
+
+#: Error codes meaning "the lease is not (or no longer) ours".
+LOST_CODES = frozenset(
+    {
+        "LeaseIdMismatchWithLeaseOperation",
+        "LeaseNotPresentWithLeaseOperation",
+        "LeaseIsBrokenAndCannotBeRenewed",
+        "LeaseIdMismatchWithBlobOperation",
+        "LeaseLost",
+        "LeaseIdMissing",
+        "LeaseNotPresentWithBlobOperation",
+        "LeaseIsBreakingAndCannotBeAcquired",
+    }
+)
+BUSY_CODES = frozenset({"LeaseAlreadyPresent", "LeaseIsBreakingAndCannotBeAcquired"})
+MISSING_CODES = frozenset({"BlobNotFound", "ContainerNotFound"})
+
+
+class LockBusy(LeaseError):
+    """Internal: someone else holds the lease right now."""
+
+
+class LockMissing(LeaseError):
+    """Internal: the lock blob or its container does not exist yet."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class LockState:
+    """What anyone can read about a lock: its current token, lease state and owner record."""
+
+    token: int
+    leased: bool
+    lease_state: str
+    owner: Owner | None
+
+    @property
+    def owner_is_current(self) -> bool:
+        """The owner record belongs to the current acquisition, not an earlier one."""
+        return self.owner is not None and self.owner.token == self.token
+
+
+def _code(error: HttpResponseError) -> str:
+    return str(getattr(error.error_code, "value", error.error_code) or "")
+
+
+@contextlib.contextmanager
+def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
+    """Map storage errors to the lease module's exceptions, by `error_code` only."""
+    try:
+        yield
+    except HttpResponseError as error:
+        code = _code(error)
+        if code in BUSY_CODES:
+            raise LockBusy(code) from error
+        if code in MISSING_CODES:
+            raise LockMissing(code) from error
+        if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
+            raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
+        if error.status_code is None or error.status_code >= 500 or error.status_code == 408:
+            raise StorageUnavailable(operation, error) from error
+        raise
+    except (ServiceRequestError, ServiceResponseError) as error:
+        raise StorageUnavailable(operation, error) from error
+    except AzureError as error:
+        raise StorageUnavailable(operation, error) from error
+
+
+class LockBlob:
+    """The lock blob of one key: acquire, fence, renew, publish owner, release, read."""
+
+    def __init__(
+        self, container: Any, blob_name: str, key: str, request_timeout: float = 5.0
+    ) -> None:
+        self._container = container
+        self._blob = container.get_blob_client(blob_name)
+        self.key = key
+        self._options = {"timeout": max(1, int(request_timeout))}
+
+    def acquire(self, lease_id: str, period: float) -> None:
+        """Take the lease with our id; `LockBusy` when someone holds it. Creates what is missing."""
+        for _ in range(3):
+            try:
+                with translated("acquire", self.key):
+                    self._blob.acquire_lease(int(period), lease_id=lease_id, **self._options)
+                return
+            except LockMissing as missing:
+                self._create(missing.code)
+        raise LeaseError(f"lock blob for {self.key!r} could not be created")
+
+    def _create(self, missing: str) -> None:
+        """Create the container and/or empty page blob; losing a creation race is fine."""
+        with translated("create", self.key):
+            if missing == "ContainerNotFound":
+                with contextlib.suppress(ResourceExistsError):
+                    self._container.create_container(**self._options)
+            try:
+                self._blob.create_page_blob(0, if_none_match="*", **self._options)
+            except HttpResponseError as error:
+                if _code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
+                    raise
+
+    def next_token(self, lease_id: str) -> int:
+        """Increment the fencing token under our lease; the service returns the new value."""
+        with translated("fence", self.key):
+            result = self._blob.set_sequence_number("increment", lease=lease_id, **self._options)
+        return int(result["blob_sequence_number"])
+
+    def renew(self, lease_id: str, token: int, timeout: float) -> None:
+        """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
+        with translated("renew", self.key, token):
+            self._lease(lease_id).renew(timeout=max(1, int(timeout)), retry_total=0)
+
+    def publish_owner(self, lease_id: str, owner: Owner) -> None:
+        """Write the owner record into the lock blob's metadata (needs our lease)."""
+        with translated("publish owner", self.key, owner.token):
+            self._blob.set_blob_metadata(owner.to_metadata(), lease=lease_id, **self._options)
+
+    def release(self, lease_id: str, token: int | None) -> None:
+        """Give the lease back so a waiter gets it now instead of at expiry."""
+        with translated("release", self.key, token):
+            self._lease(lease_id).release(**self._options)
+
+    def read(self) -> LockState | None:
+        """The lock's public state, or None when the key was never locked."""
+        try:
+            with translated("read", self.key):
+                props = self._blob.get_blob_properties(**self._options)
+        except LockMissing:
+            return None
+        return LockState(
+            token=int(props.page_blob_sequence_number or 0),
+            leased=props.lease.state == "leased",
+            lease_state=str(props.lease.state),
+            owner=Owner.from_metadata(props.metadata or {}),
+        )
+
+    def _lease(self, lease_id: str) -> Any:
+        from azure.storage.blob import BlobLeaseClient
+
+        return BlobLeaseClient(self._blob, lease_id=lease_id)

@@ -1,0 +1,53 @@
+"""Fixtures shared by every test: a real Azurite per session, Prism for the SendGrid contract.
+
+Integration tests talk to real services over HTTP; nothing here mocks storage.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from devhost import services  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[services.Azurite]:
+    """One Azurite for the session, on free ports, with its own data folder."""
+    with services.azurite() as instance:
+        yield instance
+
+
+@pytest.fixture
+def storage_env(azurite: services.Azurite, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the app at the session's Azurite, with containers of its own for this test."""
+    suffix = uuid.uuid4().hex[:10]
+    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
+    monkeypatch.setenv("LEASE_CONTAINER", f"locks-{suffix}")
+    monkeypatch.setenv("RUNONCE_CONTAINER", f"runonce-{suffix}")
+    monkeypatch.setenv("EMAIL_OUTBOX_CONTAINER", f"outbox-{suffix}")
+    return azurite.connection_string
+
+
+@pytest.fixture(scope="session")
+def prism_url() -> Iterator[str]:
+    """Prism serving SendGrid's official Mail Send OpenAPI spec as a validating mock."""
+    with services.prism() as url:
+        yield url
+
+
+@pytest.fixture
+def subprocess_env(storage_env: str) -> dict[str, str]:
+    """Environment for child processes racing against the same Azurite and containers."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
