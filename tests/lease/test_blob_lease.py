@@ -1,0 +1,135 @@
+"""The blob lease against a real Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+from azure.storage.blob import BlobLeaseClient
+
+from shared.lease import (
+    BlobLease,
+    LeaseLost,
+    LeaseNotHeld,
+    LeaseSemaphore,
+    LeaseTimeout,
+    Owner,
+    read_lock,
+)
+from shared.storage import blob_service, request_counter
+
+
+def test_context_manager_really_acquires_and_releases(storage_env: str) -> None:
+    with BlobLease("k-ctx") as lease:
+        assert lease.is_held
+        with pytest.raises(LeaseTimeout):
+            BlobLease("k-ctx").acquire(blocking=False)
+    assert not lease.is_held
+    BlobLease("k-ctx").acquire(blocking=False).release()
+
+
+def test_fencing_tokens_increase_with_every_acquisition(storage_env: str) -> None:
+    tokens = []
+    for _ in range(4):
+        with BlobLease("k-fence") as lease:
+            tokens.append(lease.token)
+    assert tokens == sorted(tokens) and len(set(tokens)) == 4
+
+
+def test_token_of_unheld_lease_is_an_error(storage_env: str) -> None:
+    with pytest.raises(LeaseNotHeld):
+        _ = BlobLease("k-unheld").token
+
+
+def test_blocking_acquire_times_out_with_data(storage_env: str) -> None:
+    with BlobLease("k-timeout"):
+        started = time.monotonic()
+        with pytest.raises(LeaseTimeout) as caught:
+            BlobLease("k-timeout").acquire(timeout=1.5, poll_interval=0.2)
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.key == "k-timeout"
+    assert 1.4 <= caught.value.waited <= 3.0
+    assert time.monotonic() - started < 4
+
+
+def test_waiter_gets_the_lease_as_soon_as_the_holder_releases(storage_env: str) -> None:
+    holder = BlobLease("k-wait").acquire()
+    threading.Timer(1.0, holder.release).start()
+    started = time.monotonic()
+    with BlobLease("k-wait", poll_interval=0.2) as waiter:
+        waited = time.monotonic() - started
+        assert waiter.token > 0
+    assert waited < 3.0  # released, not expired (15 s)
+
+
+def test_async_with_acquires(storage_env: str) -> None:
+    async def main() -> tuple[int, bool]:
+        async with BlobLease("k-async") as lease:
+            busy = False
+            try:
+                await BlobLease("k-async").acquire_async(blocking=False)
+            except LeaseTimeout:
+                busy = True
+            return lease.token, busy
+
+    token, busy = asyncio.run(main())
+    assert token >= 1 and busy
+
+
+def test_acquire_and_release_cost_three_requests(storage_env: str) -> None:
+    BlobLease("k-cost").acquire().release()  # creates the container and blob
+    request_counter.reset()
+    BlobLease("k-cost").acquire().release()
+    assert request_counter.total() == 3
+
+
+def test_owner_record_is_published_and_matched_to_the_current_token(storage_env: str) -> None:
+    owner = Owner(function="nightly_import", invocation_id="inv-1")
+    with BlobLease("k-owner", owner=owner, publish_owner_at_acquire=True) as lease:
+        state = read_lock("k-owner")
+        assert state is not None and state.leased
+        assert state.owner_is_current
+        assert state.owner is not None
+        assert state.owner.function == "nightly_import"
+        assert state.owner.invocation_id == "inv-1"
+        assert state.owner.token == lease.token
+    with BlobLease("k-owner") as second:
+        state = read_lock("k-owner")
+        assert state is not None and state.token == second.token
+        assert not state.owner_is_current  # the record is the earlier holder's
+    assert read_lock("never-locked") is None
+
+
+def test_loss_is_visible_flag_callback_and_exception(storage_env: str) -> None:
+    seen: list[LeaseLost] = []
+    lease = BlobLease("k-lost", on_lost=seen.append).acquire()
+    # Another party breaks the lease: the next renewal (period/3 = 5 s) finds it gone.
+    container = blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
+    BlobLeaseClient(container.get_blob_client("k-lost")).break_lease(lease_break_period=0)
+    assert lease.lost.wait(10), "loss was not detected by the renewal loop"
+    assert seen and seen[0].key == "k-lost"
+    with pytest.raises(LeaseLost):
+        lease.ensure_held()
+    assert not lease.is_held
+    lease.release()  # after a loss: no error
+
+
+def test_semaphore_admits_up_to_limit(storage_env: str) -> None:
+    held = [LeaseSemaphore("k-sem", 3).acquire(blocking=False) for _ in range(3)]
+    assert sorted(s.slot for s in held) == [0, 1, 2]
+    with pytest.raises(LeaseTimeout):
+        LeaseSemaphore("k-sem", 3).acquire(blocking=False)
+    freed = held[1].slot
+    held[1].release()
+    again = LeaseSemaphore("k-sem", 3).acquire(blocking=False)
+    assert again.slot == freed
+    for s in [held[0], held[2], again]:
+        s.release()
+
+
+def test_period_outside_blob_limits_is_refused(storage_env: str) -> None:
+    with pytest.raises(ValueError, match="15 to 60"):
+        BlobLease("k-period", period=5)
