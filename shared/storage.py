@@ -177,6 +177,20 @@ def queue_service(connection: str = "AzureWebJobsStorage") -> Any:
     return _cached("queue", connection)
 
 
+def queue_client(queue_name: str, connection: str = "AzureWebJobsStorage") -> Any:
+    """A `QueueClient` for `queue_name` with base64 messages, like the host's queue trigger.
+
+    (`QueueServiceClient.get_queue_client` does not pass its encoding policies on.)
+    """
+    from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
+
+    return queue_service(connection).get_queue_client(
+        queue_name,
+        message_encode_policy=BinaryBase64EncodePolicy(),
+        message_decode_policy=BinaryBase64DecodePolicy(),
+    )
+
+
 def table_service(connection: str = "AzureWebJobsStorage") -> Any:
     """A shared `TableServiceClient` for the connection's account."""
     return _cached("table", connection)

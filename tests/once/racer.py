@@ -1,0 +1,24 @@
+"""Child process: run `@once` over the same keys as its rivals; log each execution."""
+
+from __future__ import annotations
+
+import sys
+
+from shared.busy import Busy
+from shared.once import once
+
+
+def main() -> None:
+    out, count = sys.argv[1], int(sys.argv[2])
+
+    @once("race-{key}", on_in_progress=Busy.SKIP)
+    def work(key: str) -> None:
+        with open(out, "a") as f:
+            f.write(f"{key}\n")
+
+    for i in range(count):
+        work(f"k{i:04d}")
+
+
+if __name__ == "__main__":
+    main()

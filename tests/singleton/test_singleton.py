@@ -1,0 +1,190 @@
+"""@singleton on v2 functions, against a real Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from datetime import UTC, datetime
+
+import azure.functions as func
+import pytest
+from azure.functions.timer import TimerRequest
+
+from shared.busy import Busy
+from shared.key_templates import KeyTemplateError
+from shared.lease import BlobLease, LeaseLost, LeaseTimeout, read_lock
+from shared.singleton import current_lease, singleton
+from shared.storage import queue_client, request_counter
+
+
+def message(body: dict[str, object]) -> func.QueueMessage:
+    return func.QueueMessage(id="m", body=json.dumps(body).encode())
+
+
+def test_indexing_keeps_signature_and_coroutine_ness() -> None:
+    app = func.FunctionApp()
+
+    @app.queue_trigger(arg_name="msg", queue_name="q", connection="AzureWebJobsStorage")
+    @singleton("import-{account}")
+    def sync_fn(msg: func.QueueMessage) -> None: ...
+
+    @app.route(route="run/{account}", methods=["POST"])
+    @singleton("import-{account}")
+    async def async_fn(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse("x")
+
+    functions = {f.get_function_name(): f for f in app.get_functions()}
+    assert set(functions) == {"sync_fn", "async_fn"}
+    assert inspect.iscoroutinefunction(functions["async_fn"].get_user_function())
+    assert not inspect.iscoroutinefunction(functions["sync_fn"].get_user_function())
+    bindings = json.loads(functions["sync_fn"].get_function_json())["bindings"]
+    assert bindings[0]["type"] == "queueTrigger" and bindings[0]["name"] == "msg"
+    assert list(inspect.signature(functions["async_fn"].get_user_function()).parameters) == ["req"]
+
+
+def test_scope_from_queue_body_holds_the_lease_with_a_token(storage_env: str) -> None:
+    @singleton("import-{account}")
+    def work(msg: func.QueueMessage) -> tuple[str, int, bool]:
+        lease = current_lease()
+        state = read_lock("import-A")
+        return lease.key, lease.token, bool(state and state.leased)
+
+    key, token, leased = work(message({"account": "A"}))
+    assert (key, leased) == ("import-A", True)
+    assert token >= 1
+    state = read_lock("import-A")
+    assert state is not None and not state.leased  # released after the function
+
+
+def test_one_at_a_time_per_scope_in_parallel_across_scopes(storage_env: str) -> None:
+    @singleton("region-{region}", on_busy=Busy.SKIP)
+    def work(msg: func.QueueMessage) -> str:
+        return "ran"
+
+    with BlobLease("region-East"):
+        assert work(message({"region": "East"})) is None  # busy: skipped
+        assert work(message({"region": "West"})) == "ran"  # other scope: runs
+
+
+def test_wait_gives_up_with_lease_timeout_so_the_host_retries(storage_env: str) -> None:
+    @singleton("wait-{id}", wait_timeout=1.0)
+    def work(msg: func.QueueMessage) -> None:
+        raise AssertionError("must not run")
+
+    with BlobLease("wait-1"), pytest.raises(LeaseTimeout):
+        work(message({"id": 1}))
+
+
+def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"sdefer-{os.environ['LEASE_CONTAINER'][-10:]}"
+    monkeypatch.setenv("SINGLETON_TEST_QUEUE", name)
+    client = queue_client(name)
+    client.create_queue()
+
+    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="%SINGLETON_TEST_QUEUE%", defer_seconds=1)
+    def work(msg: func.QueueMessage) -> None:
+        raise AssertionError("must not run")
+
+    original = message({"id": 7})
+    with BlobLease("defer-7"):
+        assert work(original) is None
+    time.sleep(1.5)
+    assert [m.content for m in client.receive_messages()] == [original.get_body()]
+
+
+def test_http_route_param_and_busy_callable_gives_409(storage_env: str) -> None:
+    def conflict(error: Exception) -> func.HttpResponse:
+        return func.HttpResponse(json.dumps({"error": str(error)}), status_code=409)
+
+    @singleton("import-{account}", on_busy=conflict)
+    def run(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse(str(current_lease().token), status_code=202)
+
+    def request() -> func.HttpRequest:
+        return func.HttpRequest(
+            "POST", "/api/imports/B/run", body=b"", route_params={"account": "B"}
+        )
+
+    assert run(request()).status_code == 202
+    with BlobLease("import-B"):
+        assert run(request()).status_code == 409
+
+
+def test_setting_and_timer_occurrence_in_scope(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOB_NAME", "nightly")
+
+    @singleton("%JOB_NAME%-{occurrence}", schedule="0 0 2 * * *")
+    def tick(timer: func.TimerRequest) -> str:
+        return current_lease().key
+
+    late = TimerRequest(schedule_status={"Next": "2026-11-23T02:00:00+00:00"})
+    assert tick(late) == "nightly-2026-11-22T02:00:00Z"
+
+
+def test_missing_template_field_is_a_clear_error(storage_env: str) -> None:
+    @singleton("import-{account}")
+    def work(msg: func.QueueMessage) -> None: ...
+
+    with pytest.raises(KeyTemplateError, match="account"):
+        work(message({"region": "x"}))
+
+
+def test_async_function_under_lease(storage_env: str) -> None:
+    @singleton("async-{id}")
+    async def work(msg: func.QueueMessage) -> bool:
+        await asyncio.sleep(0)
+        return current_lease().is_held
+
+    assert asyncio.run(work(message({"id": 1}))) is True
+
+
+def test_lost_lease_is_raised_after_the_function(storage_env: str) -> None:
+    from azure.storage.blob import BlobLeaseClient
+
+    from shared.storage import blob_service
+
+    @singleton("lost-{id}")
+    def work(msg: func.QueueMessage) -> None:
+        container = blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
+        BlobLeaseClient(container.get_blob_client("lost-1")).break_lease(lease_break_period=0)
+        assert current_lease().lost.wait(10)
+
+    with pytest.raises(LeaseLost):
+        work(message({"id": 1}))
+
+
+def test_invocation_costs_three_requests(storage_env: str) -> None:
+    @singleton("cost-{id}")
+    def work(msg: func.QueueMessage) -> None: ...
+
+    work(message({"id": 1}))
+    request_counter.reset()
+    work(message({"id": 1}))
+    assert request_counter.total() == 3
+
+
+def test_current_lease_outside_is_an_error() -> None:
+    with pytest.raises(LookupError):
+        current_lease()
+
+
+def test_defer_without_queue_is_refused_at_decoration() -> None:
+    with pytest.raises(ValueError, match="queue"):
+        singleton("x", on_busy=Busy.DEFER)
+
+
+def test_occurrence_is_the_same_on_every_instance_however_late() -> None:
+    from shared.key_templates import _occurrence
+
+    a = TimerRequest(schedule_status={"Next": "2026-11-23T02:00:00Z"})
+    b = TimerRequest(past_due=True, schedule_status={"Next": "2026-11-23T02:00:00Z"})
+    assert _occurrence("t", a, "0 0 2 * * *") == _occurrence("t", b, "0 0 2 * * *")
+    now = datetime.now(UTC)
+    assert _occurrence("t", TimerRequest(), "0 * * * * *").startswith(
+        now.strftime("%Y-%m-%dT%H:")
+    )
