@@ -1,0 +1,1 @@
+"""Benchmark commands: each prints one JSON object (`python -m bench NAME --json`)."""

@@ -1,0 +1,47 @@
+"""`python -m bench NAME [--json]`: run one benchmark, print its result.
+
+Each benchmark is a module `bench/NAME.py` with `configure(parser)` and `run(args) -> dict`.
+Benchmarks start their own Azurite on free ports, so numbers never depend on leftovers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+
+BENCHMARKS = {
+    "requests": "storage requests per @singleton / @once invocation, against WebJobs' sequence",
+    "fanin": "batch job completion tracking: requests per unit, completion latency",
+    "imports": "import throughput: batched transactions vs one request per row; peak memory",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    commands = parser.add_subparsers(dest="name", required=True)
+    for name, help_text in BENCHMARKS.items():
+        try:
+            module = importlib.import_module(f"bench.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"bench.{name}":
+                raise
+            continue
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--json", action="store_true", help="print one JSON object only")
+        module.configure(sub)
+        sub.set_defaults(module=module)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    result = args.module.run(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(json.dumps(result, indent=2))
+    return 0 if result.get("targets_met", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Storage requests per invocation, counted by the clients' request hook (not by reasoning).
+
+Measures, steady state with no contention (containers and lock blobs exist):
+- a `@singleton` invocation (acquire with fencing token, release);
+- a first `@once` run, and a duplicate of a completed key;
+- the request sequence of WebJobs' Function-mode `[Singleton]` (HEAD, Acquire, HEAD, Set
+  Metadata, Release), replayed with the same SDK for comparison;
+- what holding a lease costs per minute (renewals every period/3, plus the owner record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from typing import Any
+
+import azure.functions as func
+
+from devhost import services
+from shared import storage
+from shared.lease import BlobLease
+from shared.once import once
+from shared.singleton import singleton
+
+TARGETS = {"singleton_invocation": 3, "once_first_run": 3, "once_duplicate": 1}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument(
+        "--hold-seconds",
+        type=float,
+        default=11.0,
+        help="how long to hold a lease when measuring renewal cost",
+    )
+
+
+def _per_call(fn: Any, iterations: int) -> float:
+    storage.request_counter.reset()
+    for i in range(iterations):
+        fn(i)
+    return storage.request_counter.total() / iterations
+
+
+def _message(field: str, value: str) -> func.QueueMessage:
+    return func.QueueMessage(id=value, body=json.dumps({field: value}).encode())
+
+
+def _webjobs_singleton_sequence(key: str) -> None:
+    """The requests WebJobs makes per Function-mode [Singleton] invocation (platform facts)."""
+    container = storage.blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
+    blob = container.get_blob_client(f"webjobs/{key}")
+    blob.get_blob_properties()
+    lease = blob.acquire_lease(15)
+    blob.get_blob_properties(lease=lease)
+    blob.set_blob_metadata({"FunctionInstance": str(uuid.uuid4())}, lease=lease)
+    lease.release()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with services.azurite() as azurite:
+        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+        os.environ["LEASE_CONTAINER"] = "bench-locks"
+        os.environ["RUNONCE_CONTAINER"] = "bench-runonce"
+
+        @singleton("bench-{account}")
+        def guarded(msg: func.QueueMessage) -> None:
+            return None
+
+        @once("bench-{event_id}")
+        def deliver(msg: func.QueueMessage) -> None:
+            return None
+
+        n = args.iterations
+        # Warm-up: create containers and lock blobs, so what follows is the steady state.
+        guarded(_message("account", "A"))
+        deliver(_message("event_id", "warm"))
+        BlobLease("bench-hold").acquire().release()
+        storage.blob_service().get_container_client("bench-locks").get_blob_client(
+            "webjobs/k"
+        ).upload_blob(b"", overwrite=True)
+        result: dict[str, Any] = {
+            "iterations": n,
+            "singleton_invocation": _per_call(lambda i: guarded(_message("account", "A")), n),
+            "once_first_run": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
+            "once_duplicate": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
+            "webjobs_function_singleton": _per_call(lambda i: _webjobs_singleton_sequence("k"), n),
+        }
+        storage.request_counter.reset()
+        with BlobLease("bench-hold"):
+            time.sleep(args.hold_seconds)
+        held = storage.request_counter.total() - 3  # minus acquire, fence, release
+        result["hold_requests_per_minute"] = round(held * 60 / args.hold_seconds, 1)
+        result["lease_period_s"] = 15
+    result["targets"] = TARGETS
+    result["targets_met"] = all(result[k] <= v for k, v in TARGETS.items())
+    return result
