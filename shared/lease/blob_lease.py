@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from shared import settings, storage
 from shared.lease.base import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
-from shared.lease.errors import LeaseLost
+from shared.lease.errors import LeaseError, LeaseLost
 from shared.lease.keys import blob_name
 from shared.lease.lock_blob import LockBlob, LockBusy, LockState
 from shared.lease.owner import Owner
@@ -58,7 +59,11 @@ class BlobLease(BaseLease):
         except LockBusy:
             return None
         self._lease_id = lease_id
-        token = self._lock.next_token(lease_id)
+        try:
+            token = self._lock.next_token(lease_id)
+        except BaseException:
+            self._give_back_quietly(lease_id)
+            raise
         self.owner = Owner(
             instance=self._owner_template.instance,
             function=self._owner_template.function,
@@ -68,6 +73,11 @@ class BlobLease(BaseLease):
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
         return token
+
+    def _give_back_quietly(self, lease_id: str) -> None:
+        """Release a lease we could not finish acquiring; if that fails too, it expires."""
+        with contextlib.suppress(LeaseError):
+            self._lock.release(lease_id, None)
 
     def _renew(self) -> None:
         self._lock.renew(self._lease_id, self._token or 0, timeout=self.period / 3)

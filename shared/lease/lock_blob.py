@@ -102,7 +102,12 @@ class LockBlob:
         self._container = container
         self._blob = container.get_blob_client(blob_name)
         self.key = key
-        self._options = {"timeout": max(1, int(request_timeout))}
+        # Bound every call, so a hung connection cannot outlive the lease it serves.
+        self._options = {
+            "timeout": max(1, int(request_timeout)),
+            "connection_timeout": request_timeout,
+            "read_timeout": request_timeout,
+        }
 
     def acquire(self, lease_id: str, period: float) -> None:
         """Take the lease with our id; `LockBusy` when someone holds it. Creates what is missing."""
@@ -136,7 +141,12 @@ class LockBlob:
     def renew(self, lease_id: str, token: int, timeout: float) -> None:
         """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
         with translated("renew", self.key, token):
-            self._lease(lease_id).renew(timeout=max(1, int(timeout)), retry_total=0)
+            self._lease(lease_id).renew(
+                timeout=max(1, int(timeout)),
+                connection_timeout=timeout,
+                read_timeout=timeout,
+                retry_total=0,
+            )
 
     def publish_owner(self, lease_id: str, owner: Owner) -> None:
         """Write the owner record into the lock blob's metadata (needs our lease)."""

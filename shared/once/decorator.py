@@ -63,13 +63,10 @@ def once(
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
-        records = store
 
         def handler_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OnceHandler:
-            nonlocal records
-            records = records or BlobRecordStore(connection=connection)
             return OnceHandler(
-                records,
+                store or BlobRecordStore(connection=connection),
                 resolve_key(key, signature, args, kwargs, schedule=schedule),
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,

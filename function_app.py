@@ -1,0 +1,10 @@
+"""The function app: creates the app and registers each blueprint in functions/."""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from functions import notifications
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+app.register_functions(notifications.bp)

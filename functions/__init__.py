@@ -1,0 +1,1 @@
+"""The app's function blueprints; function_app.py registers each one."""

@@ -1,0 +1,64 @@
+"""Event notification emails: each event is emailed once, however many instances see it.
+
+A queue message (see `shared.notifications.message`) becomes one send, guarded by
+`@once("email-{notification.event_id}")`: a duplicate of an event already sent completes
+without sending, a duplicate arriving while another instance is sending is deferred (re-queued
+with a delay), and a failed send frees the key so the host's retry sends it. What can never
+succeed goes to the poison queue at once with its reason: an invalid message, an email the
+provider refused for good, or an event id reused for a different notification. What may
+succeed later (TransientEmailError, storage errors) raises, so the host retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import azure.functions as func
+
+from shared import poison
+from shared.busy import Busy
+from shared.notifications import (
+    InvalidNotification,
+    Notification,
+    PermanentEmailError,
+    sender_from_settings,
+)
+from shared.once import PayloadMismatch, once
+
+log = logging.getLogger(__name__)
+
+QUEUE = "%NOTIFICATIONS_QUEUE%"
+
+bp = func.Blueprint()
+
+
+@once(
+    "email-{notification.event_id}",
+    payload=lambda notification, msg: notification.fingerprint(),
+    on_in_progress=Busy.DEFER,
+    queue=QUEUE,
+)
+def deliver(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
+    """Send `notification` once per event id; `msg` is what a deferral re-enqueues."""
+    result = sender_from_settings().send(notification)
+    log.info(
+        "notification %s (%s) sent via %s, message id %s, %d attempt(s)",
+        notification.event_id, notification.type, result.provider, result.message_id,
+        result.attempts,
+    )  # fmt: skip
+    return result.to_dict()
+
+
+@bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
+def send_notification(msg: func.QueueMessage) -> None:
+    """Parse, then send once; poison what can never be sent, raise what may work later."""
+    try:
+        notification = Notification.parse(msg.get_body())
+    except InvalidNotification as exc:
+        poison.reject(msg, QUEUE, str(exc))
+        return
+    try:
+        deliver(notification, msg)
+    except (PermanentEmailError, PayloadMismatch) as exc:
+        poison.reject(msg, QUEUE, f"event {notification.event_id}: {exc}")

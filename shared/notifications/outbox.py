@@ -1,0 +1,100 @@
+"""The email outbox: one JSON blob per send, for local runs and tests that count emails.
+
+Layout: container EMAIL_OUTBOX_CONTAINER (default "outbox"), blob `{event id}/{uuid4}.json`
+where the event id is percent-encoded (`shared.lease.keys.encode_key`) so any valid id is a safe
+single path segment. The blob holds exactly the v3 mail body SendGrid would have received.
+Every send writes a new blob, so a duplicate send shows up as a second blob under the same id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import ContentSettings
+
+from shared import settings, storage
+from shared.lease.keys import encode_key, validate_key
+
+DEFAULT_CONTAINER = "outbox"
+
+
+@dataclass(frozen=True)
+class OutboxEmail:
+    """One email found in the outbox."""
+
+    event_id: str
+    blob_name: str
+    mail: dict[str, Any]
+    created: datetime | None = None
+
+
+def outbox_container(container: str | None = None) -> str:
+    """`container`, else app setting EMAIL_OUTBOX_CONTAINER, else "outbox"."""
+    return container or settings.setting("EMAIL_OUTBOX_CONTAINER") or DEFAULT_CONTAINER
+
+
+def outbox_blob_name(event_id: str) -> str:
+    """A new, unique blob name for one email of `event_id`."""
+    return f"{encode_key(validate_key(event_id))}/{uuid.uuid4()}.json"
+
+
+def write_outbox(
+    event_id: str,
+    mail: dict[str, Any],
+    *,
+    container: str | None = None,
+    connection: str = "AzureWebJobsStorage",
+) -> str:
+    """Store `mail` as a new blob; creates the container on first use. Returns the blob name."""
+    client = storage.blob_service(connection).get_container_client(outbox_container(container))
+    name = outbox_blob_name(event_id)
+    data = json.dumps(mail, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    content = ContentSettings(content_type="application/json; charset=utf-8")
+
+    def upload() -> None:
+        client.upload_blob(name, data, overwrite=False, content_settings=content)
+
+    try:
+        upload()
+    except ResourceNotFoundError:
+        # One extra request the first time only, instead of a create call on every send.
+        with contextlib.suppress(ResourceExistsError):
+            client.create_container()
+        upload()
+    return name
+
+
+def read_outbox(
+    container: str | None = None,
+    *,
+    event_id: str | None = None,
+    connection: str = "AzureWebJobsStorage",
+) -> list[OutboxEmail]:
+    """Every email in the outbox (or those of one event id), oldest first; [] if none yet."""
+    client = storage.blob_service(connection).get_container_client(outbox_container(container))
+    prefix = f"{encode_key(validate_key(event_id))}/" if event_id is not None else None
+    emails: list[OutboxEmail] = []
+    try:
+        blobs = list(client.list_blobs(name_starts_with=prefix))
+    except ResourceNotFoundError:
+        return []
+    for blob in blobs:
+        folder, _, _ = blob.name.partition("/")
+        mail = json.loads(client.download_blob(blob.name).readall())
+        emails.append(
+            OutboxEmail(
+                event_id=urllib.parse.unquote(folder),
+                blob_name=blob.name,
+                mail=mail,
+                created=blob.creation_time,
+            )
+        )
+    emails.sort(key=lambda e: (e.created or datetime.min.replace(tzinfo=UTC), e.blob_name))
+    return emails
