@@ -43,7 +43,8 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
             return
         time.sleep(0.1)
-    raise ServiceError(f"port {port} not listening after {timeout:.0f} s: {log.read_text()[-2000:]}")
+    tail = log.read_text()[-2000:]
+    raise ServiceError(f"port {port} not listening after {timeout:.0f} s: {tail}")
 
 
 def _binary(name: str) -> str:
@@ -88,6 +89,7 @@ def azurite(data_dir: str | None = None) -> Iterator[Azurite]:
     args = [
         _binary("azurite"),
         "--skipApiVersionCheck",
+        "--disableTelemetry",  # else shutdown waits ~10 s for a telemetry flush that never lands
         "--loose",
         "--silent",
         "--location", location,

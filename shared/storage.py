@@ -128,7 +128,11 @@ class StorageAccount:
         return self._build(BlobServiceClient, self.blob_url, "blob", counter)
 
     def queue_service(self, counter: RequestCounter = request_counter) -> Any:
-        """Queue client using base64 message encoding, the host's default (`messageEncoding`)."""
+        """Queue service client with base64 message encoding, the host's default.
+
+        The encoding applies to queue clients built with `queue_client()` below, which passes
+        the policies on (`get_queue_client` alone does not).
+        """
         from azure.storage.queue import (
             BinaryBase64DecodePolicy,
             BinaryBase64EncodePolicy,
@@ -173,7 +177,7 @@ def blob_service(connection: str = "AzureWebJobsStorage") -> Any:
 
 
 def queue_service(connection: str = "AzureWebJobsStorage") -> Any:
-    """A shared `QueueServiceClient` (base64 messages) for the connection's account."""
+    """A shared `QueueServiceClient` for the connection's account (use `queue_client()`)."""
     return _cached("queue", connection)
 
 

@@ -1,0 +1,220 @@
+"""`python -m devhost`: run the app at scale locally, or run a scenario against it.
+
+python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
+                      [--app function_app] [--functions NAME...]
+                      [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
+python -m devhost scenario notifications --instances 8 --events 1000 [--json]
+python -m devhost demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from devhost import scenarios
+from devhost.app_settings import parse_assignment
+from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
+from devhost.timer_listener import TIMER_MODES
+from devhost.worker import configure_logging
+
+log = logging.getLogger("devhost")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _assignments(values: list[str] | None) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for value in values or []:
+        try:
+            name, setting = parse_assignment(value)
+        except ValueError as error:
+            raise SystemExit(f"devhost: {error}") from error
+        result[name] = setting
+    return result
+
+
+def _wait_for_signal(supervisor: Supervisor) -> int:
+    """Block until SIGINT/SIGTERM (0) or until every instance has exited (1)."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    alive = set(supervisor.alive())
+    while not stop.wait(1.0):
+        now_alive = set(supervisor.alive())
+        for instance in sorted(alive - now_alive):
+            code = supervisor.exit_codes()[instance]
+            log.error("instance %d exited unexpectedly with code %s", instance, code)
+        alive = now_alive
+        if not alive:
+            log.error("every instance has exited")
+            return 1
+    log.info("stopping: waiting for in-flight invocations")
+    return 0
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so instances and Azurite started here are stopped."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+
+    options = HostOptions(
+        instances=args.instances,
+        app_module=args.app,
+        app_dir=args.app_dir,
+        timers=args.timers,
+        http_port=args.http_port,
+        functions=args.functions,
+        settings=dict(_assignments(args.setting)),
+        instance_settings=_assignments(args.instance_setting),
+        drain_timeout=args.drain_timeout,
+        log_level=args.log_level,
+    )
+    supervisor = Supervisor(options)
+    supervisor.start()
+    log.info("running; Ctrl-C to stop")
+    code = 1
+    try:
+        code = _wait_for_signal(supervisor)
+    finally:
+        supervisor.stop()
+        totals = supervisor.totals()
+        log.info(
+            "invocations %s, failures %s, poisoned %d, storage requests host %d app %d",
+            totals.invocations,
+            totals.failures,
+            totals.poisoned,
+            totals.host_storage_requests,
+            totals.app_storage_requests,
+        )
+    return code
+
+
+def cmd_scenario(args: argparse.Namespace) -> int:
+    _interrupt_on_sigterm()
+    return int(args.scenario_main(args))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from devhost import services
+    from devhost.scenarios import notifications
+
+    _interrupt_on_sigterm()
+    log.info("starting Azurite for the demo")
+    with services.azurite() as azurite:
+        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+        report = notifications.run(
+            args.instances,
+            args.events,
+            app_module=args.app,
+            app_dir=args.app_dir,
+            backlog=args.backlog,
+            log_level=args.log_level,
+        )
+    print(report.summary(), flush=True)
+    return 0 if report.ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--app", default="function_app", help="app module (default function_app)")
+    common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
+    common.add_argument("--log-level", default=os.environ.get("DEVHOST_LOG_LEVEL", "INFO"))
+
+    parser = argparse.ArgumentParser(
+        prog="python -m devhost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", parents=[common], help="run the app in N instances")
+    run.add_argument("--instances", type=_positive, default=1)
+    run.add_argument(
+        "--functions",
+        nargs="+",
+        metavar="NAME",
+        help="run only these functions (like func start --functions)",
+    )
+    run.add_argument(
+        "--timers",
+        choices=TIMER_MODES,
+        default="every",
+        help="every: each instance fires each timer; once: only the listener "
+        "lease holder does, like the real host",
+    )
+    run.add_argument(
+        "--http-port",
+        type=int,
+        default=7071,
+        help="instance i serves HTTP triggers on this port + i",
+    )
+    run.add_argument(
+        "--instance-setting",
+        action="append",
+        metavar="NAME=VALUE",
+        help="per-instance app setting; {instance} becomes the instance number",
+    )
+    run.add_argument(
+        "--setting",
+        action="append",
+        metavar="NAME=VALUE",
+        help="app setting for every instance (wins over env and local settings)",
+    )
+    run.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a stopping instance waits for in-flight invocations",
+    )
+    run.set_defaults(handler=cmd_run)
+
+    scenario = commands.add_parser("scenario", help="run a load scenario")
+    kinds = scenario.add_subparsers(dest="scenario", required=True)
+    for name, module in sorted(scenarios.available().items()):
+        sub = kinds.add_parser(name, parents=[common], help=getattr(module, "HELP", None))
+        module.add_arguments(sub)
+        sub.set_defaults(handler=cmd_scenario, scenario_main=module.main)
+
+    demo = commands.add_parser(
+        "demo", parents=[common], help="Azurite + the notifications scenario, then stop everything"
+    )
+    demo.add_argument("--instances", type=_positive, default=8)
+    demo.add_argument("--events", type=int, default=1000)
+    demo.add_argument("--backlog", type=int, default=0, help="see `scenario notifications -h`")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging("host", args.log_level)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return int(args.handler(args))
+    except InstanceStartError as error:
+        log.error("%s", error)
+        return 2
+    except KeyboardInterrupt:
+        log.warning("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""HTTP triggers served like `func start`: http://127.0.0.1:{port}/api/{route}.
+
+Route templates take `{param}`, `{param:constraint}`, `{param?}` and `{*rest}`; function and
+admin auth levels need the key in `?code=` or `x-functions-key`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import azure.functions as func
+
+from devhost.indexing import HttpTrigger, IndexedFunction
+from devhost.invocation import invoke
+from devhost.stats import WorkerStats
+
+log = logging.getLogger("devhost.http")
+
+_PARAM = re.compile(r"\{(\*?)([A-Za-z_][A-Za-z0-9_]*)(?::([^}?=]+))?(=[^}]*)?(\?)?\}")
+_CONSTRAINTS = {
+    "int": r"-?\d+",
+    "long": r"-?\d+",
+    "bool": r"(?:true|false)",
+    "guid": r"[0-9a-fA-F]{8}-?(?:[0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}",
+    "alpha": r"[A-Za-z]+",
+    "double": r"-?\d+(?:\.\d+)?",
+    "float": r"-?\d+(?:\.\d+)?",
+    "decimal": r"-?\d+(?:\.\d+)?",
+}
+
+
+def compile_route(template: str) -> re.Pattern[str]:
+    """A regex for a route template; named groups are the route parameters."""
+    pattern = ""
+    segments = [s for s in template.strip("/").split("/") if s]
+    for index, segment in enumerate(segments):
+        lead = "/" if index else ""
+        match = _PARAM.fullmatch(segment)
+        if match:
+            catch_all, name, constraint, _default, optional = match.groups()
+            base = (constraint or "").split("(")[0].lower()
+            inner = ".*" if catch_all else _CONSTRAINTS.get(base, r"[^/]+")
+            group = f"(?P<{name}>{inner})"
+            pattern += f"(?:{lead}{group})?" if optional or catch_all else lead + group
+            continue
+        parts, last = [], 0
+        for param in _PARAM.finditer(segment):
+            parts.append(re.escape(segment[last : param.start()]))
+            parts.append(f"(?P<{param.group(2)}>[^/]+?)")
+            last = param.end()
+        parts.append(re.escape(segment[last:]))
+        pattern += lead + "".join(parts)
+    return re.compile(f"^{pattern}/?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Route:
+    function: IndexedFunction
+    trigger: HttpTrigger
+    pattern: re.Pattern[str]
+
+    def allows(self, method: str) -> bool:
+        return self.trigger.methods is None or method.upper() in self.trigger.methods
+
+
+def _default_params(template: str) -> dict[str, str]:
+    """`{name=value}` defaults of a route template."""
+    return {m.group(2): m.group(4)[1:] for m in _PARAM.finditer(template) if m.group(4) is not None}
+
+
+def to_response(result: Any) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body from what the function returned."""
+    if isinstance(result, func.HttpResponse):
+        headers = dict(result.headers.items())
+        if not any(k.lower() == "content-type" for k in headers):
+            mimetype = result.mimetype or "text/plain"
+            charset = f"; charset={result.charset}" if result.charset else ""
+            headers["Content-Type"] = f"{mimetype}{charset}"
+        return result.status_code, headers, result.get_body() or b""
+    if result is None:
+        return 204, {}, b""
+    if isinstance(result, bytes):
+        return 200, {"Content-Type": "application/octet-stream"}, result
+    if isinstance(result, str):
+        return 200, {"Content-Type": "text/plain; charset=utf-8"}, result.encode()
+    raise TypeError(f"unsupported HTTP function return type {type(result).__name__}")
+
+
+class HttpHost:
+    """A ThreadingHTTPServer dispatching to the app's HTTP functions."""
+
+    def __init__(
+        self,
+        functions: list[IndexedFunction],
+        port: int,
+        function_key: str,
+        stats: WorkerStats,
+        route_prefix: str = "api",
+    ) -> None:
+        self.routes = [
+            Route(f, f.trigger, compile_route(f.trigger.route))
+            for f in functions
+            if isinstance(f.trigger, HttpTrigger)
+        ]
+        self.port = port
+        self.prefix = f"/{route_prefix.strip('/')}" if route_prefix.strip("/") else ""
+        self._key = function_key
+        self._stats = stats
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="http")
+
+    def start(self) -> None:
+        for route in self.routes:
+            log.info(
+                "%s: http://127.0.0.1:%d%s/%s [%s] auth=%s",
+                route.function.name,
+                self.port,
+                self.prefix,
+                route.trigger.route,
+                ",".join(route.trigger.methods or ["*"]),
+                route.trigger.auth_level,
+            )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def authorized(self, trigger: HttpTrigger, query: dict[str, str], headers: Any) -> bool:
+        if trigger.auth_level == "anonymous":
+            return True
+        given = query.get("code") or headers.get("x-functions-key") or ""
+        return bool(given) and hmac.compare_digest(given.encode(), self._key.encode())
+
+    def match(self, path: str) -> list[tuple[Route, dict[str, str]]]:
+        if self.prefix:
+            if not path.lower().startswith(self.prefix.lower()):
+                return []
+            path = path[len(self.prefix) :]
+        path = path.lstrip("/")
+        found = []
+        for route in self.routes:
+            m = route.pattern.match(path)
+            if m:
+                params = _default_params(route.trigger.route)
+                params.update({k: unquote(v) for k, v in m.groupdict().items() if v is not None})
+                found.append((route, params))
+        return found
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        method = handler.command.upper()
+        split = urlsplit(handler.path)
+        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""  # always read: keep-alive
+        candidates = self.match(split.path)
+        if not candidates:
+            return _reply(handler, 404, {"error": "no function matches this route"})
+        allowed = [(r, p) for r, p in candidates if r.allows(method)]
+        if not allowed:
+            return _reply(handler, 405, {"error": f"method {method} not allowed"})
+        route, params = allowed[0]
+        if not self.authorized(route.trigger, query, handler.headers):
+            log.info(
+                "%s: 401 %s %s (missing or wrong function key)",
+                route.function.name,
+                method,
+                split.path,
+            )
+            return _reply(handler, 401, {"error": "a function key is required"})
+        request = func.HttpRequest(
+            method,
+            f"http://127.0.0.1:{self.port}{handler.path}",
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            params=query,
+            route_params=params,
+            body=body,
+        )
+        name = route.function.name
+        self._stats.started(name)
+        ok = False
+        try:
+            result = invoke(
+                route.function.user_function, {route.function.arg_name: request}, function_name=name
+            )
+            status, headers, payload = to_response(result)
+            ok = True
+        except Exception as error:
+            log.exception("%s: %s %s failed", name, method, split.path)
+            status, headers = 500, {"Content-Type": "application/json"}
+            payload = json.dumps({"error": type(error).__name__}).encode()
+        finally:
+            self._stats.finished(name, ok)
+        log.info("%s: %d %s %s", name, status, method, split.path)
+        _send(handler, status, headers, payload)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _dispatch(self) -> None:
+                try:
+                    host.handle(self)
+                except Exception:
+                    log.exception("HTTP handler error")
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # one line per request is logged by HttpHost.handle
+
+        return Handler
+
+
+def _send(
+    handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes
+) -> None:
+    handler.send_response(status)
+    for name, value in headers.items():
+        if name.lower() != "content-length":
+            handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+def _reply(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, str]) -> None:
+    _send(handler, status, {"Content-Type": "application/json"}, json.dumps(payload).encode())

@@ -1,0 +1,140 @@
+"""The listeners of one app instance, built from the indexed functions and host.json."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from devhost.host_config import HostConfig, load_host_config
+from devhost.http_server import HttpHost
+from devhost.indexing import (
+    HttpTrigger,
+    IndexedFunction,
+    IndexingError,
+    QueueTrigger,
+    TimerTrigger,
+    UnsupportedTrigger,
+    load_functions,
+)
+from devhost.ncrontab import ScheduleError
+from devhost.queue_listener import QueueListener
+from devhost.stats import WorkerStats
+from devhost.timer_listener import TimerListener
+from shared import storage
+from shared.settings import SettingMissing, setting
+
+if TYPE_CHECKING:
+    from devhost.worker import WorkerConfig
+
+log = logging.getLogger("devhost.instance")
+
+
+@dataclass
+class Instance:
+    config: WorkerConfig
+    functions: list[IndexedFunction]
+    host: HostConfig
+    stats: WorkerStats = field(default_factory=WorkerStats)
+    host_counter: storage.RequestCounter = field(default_factory=storage.RequestCounter)
+    listeners: list[QueueListener | TimerListener] = field(default_factory=list)
+    http: HttpHost | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, config: WorkerConfig) -> Instance:
+        """Import and index the app (raises IndexingError) and read host.json."""
+        functions = load_functions(config.app_module, config.app_dir)
+        host = load_host_config(config.app_dir, os.environ)
+        return cls(config=config, functions=functions, host=host)
+
+    def enabled(self, function: IndexedFunction) -> bool:
+        """Selected (`functions`) and not disabled by `AzureWebJobs.<name>.Disabled`."""
+        if self.config.functions is not None and function.name not in self.config.functions:
+            return False
+        for name in (
+            f"AzureWebJobs.{function.name}.Disabled",
+            f"AzureWebJobs__{function.name}__Disabled",
+        ):
+            if setting(name, "").strip().lower() in ("true", "1"):
+                log.info("%s: disabled by app setting %s", function.name, name)
+                return False
+        return True
+
+    def start(self) -> None:
+        """Start a listener per enabled function; a function whose binding cannot resolve is
+        skipped with an error, like the host marks it "in error" and runs the others."""
+        unknown = set(self.config.functions or ()) - {f.name for f in self.functions}
+        if unknown:
+            raise IndexingError(f"no such function(s) in the app: {', '.join(sorted(unknown))}")
+        self.functions = [f for f in self.functions if self.enabled(f)]
+        for function in self.functions:
+            trigger = function.trigger
+            try:
+                if isinstance(trigger, QueueTrigger):
+                    self.listeners.append(
+                        QueueListener(function, self.host.queues, self.host_counter, self.stats)
+                    )
+                elif isinstance(trigger, TimerTrigger):
+                    self.listeners.append(
+                        TimerListener(function, self.host_counter, self.stats, self.config.timers)
+                    )
+                elif isinstance(trigger, UnsupportedTrigger):
+                    log.warning(
+                        "%s: %s triggers are not supported by devhost: skipped",
+                        function.name,
+                        trigger.type,
+                    )
+                if function.other_bindings:
+                    kinds = ", ".join(str(b.get("type")) for b in function.other_bindings)
+                    log.warning(
+                        "%s: bindings other than the trigger (%s) are not bound by devhost",
+                        function.name,
+                        kinds,
+                    )
+            except (SettingMissing, ScheduleError, ValueError) as error:
+                self.errors[function.name] = str(error)
+                log.error("%s: function is in error and will not run: %s", function.name, error)
+        http_functions = [f for f in self.functions if isinstance(f.trigger, HttpTrigger)]
+        if http_functions and self.config.http_port is not None:
+            self.http = HttpHost(
+                http_functions,
+                self.config.http_port + self.config.instance,
+                self.config.function_key,
+                self.stats,
+                self.host.route_prefix,
+            )
+            self.http.start()
+        for listener in self.listeners:
+            listener.start()
+
+    def stop(self, timeout: float) -> bool:
+        """Stop taking work, then wait up to `timeout` s for in-flight invocations."""
+        deadline = time.monotonic() + timeout
+        for listener in self.listeners:
+            listener.stop()
+        if self.http is not None:
+            self.http.stop()
+        drained = True
+        for listener in self.listeners:
+            drained = listener.drain(max(0.0, deadline - time.monotonic())) and drained
+        return self.stats.wait_idle(max(0.0, deadline - time.monotonic())) and drained
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "functions": {f.name: type(f.trigger).__name__ for f in self.functions},
+            "errors": dict(self.errors),
+            "http_port": self.http.port if self.http else None,
+        }
+
+    def report(self, *, final: bool) -> dict[str, Any]:
+        return {
+            "kind": "stats",
+            "instance": self.config.instance,
+            "final": final,
+            **self.stats.snapshot(),
+            "host_storage_requests": self.host_counter.total(),
+            "app_storage_requests": storage.request_counter.total(),
+        }

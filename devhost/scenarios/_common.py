@@ -1,0 +1,272 @@
+"""What every scenario needs: run-specific names, queues, parallel enqueue, waiting for drain.
+
+A scenario module in this package defines NAME, HELP, `add_arguments(parser)` and
+`main(args) -> int`; `python -m devhost scenario NAME` finds it without any list to update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
+
+from devhost.app_settings import AppSettings, load_app_settings
+from devhost.supervisor import HostOptions, Supervisor, Totals
+from devhost.worker import apply_settings
+from shared.storage import RequestCounter, StorageAccount
+
+log = logging.getLogger("devhost.scenario")
+
+#: The scenario's own storage traffic (setup, enqueue, counting) is kept out of the stats.
+scenario_counter = RequestCounter()
+
+
+def new_run_id() -> str:
+    """A short id that makes queue and container names unique to one run."""
+    return uuid.uuid4().hex[:8]
+
+
+def use_app_settings(app_dir: str = ".") -> AppSettings:
+    """Load env + local settings into this process too, so scenario clients use them."""
+    settings = load_app_settings(app_dir)
+    for note in settings.notes:
+        log.info("%s", note)
+    apply_settings(dict(settings.values))
+    return settings
+
+
+def functions_bound_to(setting: str, app_module: str, app_dir: str = ".") -> list[str]:
+    """The app's functions whose trigger names `%setting%` (found by indexing the app), so a
+    scenario runs only the functions it measures."""
+    from devhost.indexing import QueueTrigger, TimerTrigger, load_functions
+
+    placeholder = f"%{setting}%"
+    names = []
+    for function in load_functions(app_module, app_dir):
+        trigger = function.trigger
+        text = (
+            trigger.queue_name
+            if isinstance(trigger, QueueTrigger)
+            else trigger.schedule
+            if isinstance(trigger, TimerTrigger)
+            else ""
+        )
+        if placeholder in text:
+            names.append(function.name)
+    if not names:
+        raise LookupError(f"{app_module} has no function triggered through {placeholder}")
+    return names
+
+
+def _account(connection: str) -> StorageAccount:
+    return StorageAccount.from_settings(connection)
+
+
+def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
+    """A queue client with the host's base64 message encoding (set on the queue client itself:
+    a QueueServiceClient does not hand its encode policy on to `get_queue_client`)."""
+    service = _account(connection).queue_service(counter=scenario_counter)
+    return service.get_queue_client(
+        name,
+        message_encode_policy=BinaryBase64EncodePolicy(),
+        message_decode_policy=BinaryBase64DecodePolicy(),
+    )
+
+
+def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+    """Create each queue, or empty it if it exists."""
+    for name in names:
+        client = queue_client(name, connection)
+        try:
+            client.create_queue()
+        except ResourceExistsError:
+            client.clear_messages()
+
+
+def delete_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+    for name in names:
+        with contextlib.suppress(ResourceNotFoundError):
+            queue_client(name, connection).delete_queue()
+
+
+def create_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+    service = _account(connection).blob_service(counter=scenario_counter)
+    for name in names:
+        with contextlib.suppress(ResourceExistsError):
+            service.create_container(name)
+
+
+def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+    service = _account(connection).blob_service(counter=scenario_counter)
+    for name in names:
+        with contextlib.suppress(ResourceNotFoundError):
+            service.delete_container(name)
+
+
+def enqueue_all(
+    messages: Iterable[tuple[str, bytes]],
+    connection: str = "AzureWebJobsStorage",
+    threads: int = 32,
+) -> int:
+    """Send (queue, body) pairs in parallel threads; returns how many were sent."""
+    local = threading.local()  # a client (and connection pool) per thread
+
+    def send(item: tuple[str, bytes]) -> None:
+        name, body = item
+        clients = local.__dict__.setdefault("clients", {})
+        if name not in clients:
+            clients[name] = queue_client(name, connection)
+        clients[name].send_message(body)
+
+    items = list(messages)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="enqueue") as pool:
+        for _ in pool.map(send, items):
+            pass
+    return len(items)
+
+
+def queue_depths(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> dict[str, int]:
+    """Approximate message count per queue, invisible (in-flight, delayed) messages included;
+    0 for a queue that does not exist."""
+    depths: dict[str, int] = {}
+    for name in names:
+        try:
+            props = queue_client(name, connection).get_queue_properties()
+            depths[name] = int(props.approximate_message_count or 0)
+        except ResourceNotFoundError:
+            depths[name] = 0
+    return depths
+
+
+def wait_until_drained(
+    supervisor: Supervisor,
+    queues: list[str],
+    *,
+    connection: str = "AzureWebJobsStorage",
+    quiet: float = 2.0,
+    timeout: float = 600.0,
+    poll: float = 0.5,
+    progress_every: float = 5.0,
+) -> bool:
+    """True once the queues are empty and no invocation ran for `quiet` seconds.
+
+    Queue depths are only read while nothing is in flight (or for a progress line), so the
+    waiting adds almost no load to the storage account under test.
+    """
+    deadline = time.monotonic() + timeout
+    last_depth_at = 0.0
+    depth = -1
+    while time.monotonic() < deadline:
+        totals = supervisor.totals()
+        due = time.monotonic() - last_depth_at >= progress_every
+        if totals.in_flight == 0 or due:
+            depth = sum(queue_depths(queues, connection).values())
+        if due:
+            last_depth_at = time.monotonic()
+            log.info(
+                "%d message(s) queued, %d invocation(s) so far, %d in flight",
+                depth,
+                totals.total_invocations,
+                totals.in_flight,
+            )
+        if not supervisor.alive():
+            log.error("every instance has exited: %s", supervisor.exit_codes())
+            return False
+        if depth == 0 and totals.in_flight == 0:
+            remaining = max(0.0, deadline - time.monotonic())
+            quiet_now = supervisor.wait_quiet(quiet, timeout=min(remaining, quiet * 4))
+            if quiet_now and sum(queue_depths(queues, connection).values()) == 0:
+                return True
+        time.sleep(poll)
+    return False
+
+
+@dataclass
+class RunResult:
+    """What running the instances produced: totals, elapsed time, whether the queues drained."""
+
+    totals: Totals
+    elapsed_s: float
+    drained: bool
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def running(options: HostOptions, app_settings: AppSettings | None = None) -> Iterator[Supervisor]:
+    """Instances running for the block; stopped (gracefully) when it ends."""
+    supervisor = Supervisor(options, app_settings)
+    supervisor.start()
+    try:
+        yield supervisor
+    finally:
+        supervisor.stop()
+
+
+def feed_with_backlog(
+    rounds: Iterable[list[tuple[str, bytes]]],
+    supervisor: Supervisor,
+    *,
+    backlog: int,
+    timeout: float = 600.0,
+    connection: str = "AzureWebJobsStorage",
+    threads: int = 32,
+) -> int:
+    """Send each round of (queue, body) messages once fewer than `backlog` rounds are waiting.
+
+    Azurite's queue operations scan every message it holds, so a backlog of thousands makes
+    each receive and delete tens of milliseconds slower; a bounded backlog keeps the run fast
+    and still lets every instance see every message. Waiting = sent minus invocations ended.
+    """
+    local = threading.local()
+
+    def send(item: tuple[str, bytes]) -> None:
+        clients = local.__dict__.setdefault("clients", {})
+        if item[0] not in clients:
+            clients[item[0]] = queue_client(item[0], connection)
+        clients[item[0]].send_message(item[1])
+
+    sent = 0
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="feed") as pool:
+        for messages in rounds:
+            limit = backlog * max(len(messages), 1)
+            while sent - supervisor.totals().finished > limit:
+                if not supervisor.alive():
+                    raise RuntimeError("every instance has exited while feeding")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"instances fell behind: {sent} sent in {timeout:.0f} s")
+                time.sleep(0.05)
+            for _ in pool.map(send, messages):
+                pass
+            sent += len(messages)
+    return sent
+
+
+def run_until_drained(
+    options: HostOptions,
+    queues: list[str],
+    *,
+    app_settings: AppSettings | None = None,
+    timeout: float = 600.0,
+    quiet: float = 2.0,
+    while_running: Callable[[Supervisor], object] | None = None,
+) -> RunResult:
+    """Start the instances, run `while_running` (e.g. feed more messages), wait for the queues
+    to drain, stop the instances and collect their stats."""
+    with running(options, app_settings) as supervisor:
+        started = time.monotonic()
+        if while_running is not None:
+            while_running(supervisor)
+        remaining = max(1.0, timeout - (time.monotonic() - started))
+        drained = wait_until_drained(supervisor, queues, timeout=remaining, quiet=quiet)
+        elapsed = time.monotonic() - started - (quiet if drained else 0.0)
+    return RunResult(supervisor.totals(), max(elapsed, 0.001), drained, supervisor.reports())

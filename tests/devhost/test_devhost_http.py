@@ -1,0 +1,55 @@
+"""HTTP triggers: routes with parameters, function keys, async functions, errors."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from devhost_testkit import FUNCTION_KEY
+
+from devhost.http_server import compile_route
+from devhost.services import free_port
+
+
+def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_route_templates() -> None:
+    pattern = compile_route("items/{item_id:int}")
+    assert pattern.match("items/42").groupdict() == {"item_id": "42"}
+    assert pattern.match("items/abc") is None
+    optional = compile_route("hello/{name?}")
+    assert optional.match("hello").groupdict() == {"name": None}
+    assert optional.match("Hello/ada").groupdict() == {"name": "ada"}
+    assert compile_route("files/{*path}").match("files/a/b.txt").groupdict() == {"path": "a/b.txt"}
+
+
+def test_http_routes_keys_and_errors(start_host: Any, base_settings: dict[str, Any]) -> None:
+    port = free_port()
+    start_host(base_settings, instances=1, http_port=port)
+    base = f"http://127.0.0.1:{port}/api"
+
+    assert _get(f"{base}/items/42")[0] == 401
+    assert _get(f"{base}/items/42?code=wrong")[0] == 401
+
+    status, body = _get(f"{base}/items/42?code={FUNCTION_KEY}&q=x")
+    assert status == 200
+    assert json.loads(body) == {"item_id": "42", "q": "x"}
+    status, body = _get(f"{base}/items/7", headers={"x-functions-key": FUNCTION_KEY})
+    assert (status, json.loads(body)["item_id"]) == (200, "7")
+
+    assert _get(f"{base}/hello/ada") == (200, b"hello ada")  # anonymous, async def
+    assert _get(f"{base}/hello") == (200, b"hello world")
+    status, body = _get(f"{base}/hello/boom")
+    assert status == 500 and json.loads(body) == {"error": "ValueError"}
+    assert _get(f"{base}/items/42?code={FUNCTION_KEY}", method="POST")[0] == 405
+    assert _get(f"{base}/items/not-a-number?code={FUNCTION_KEY}")[0] == 404
+    assert _get(f"{base}/nothing-here")[0] == 404
