@@ -29,8 +29,9 @@ def defer(
     """Enqueue a copy of `message` on `queue` (`%SETTING%` allowed), visible after `delay` s."""
     name = resolve_placeholders(queue)
     seconds = max(1, min(MAX_DELAY, round(delay)))
-    client = storage.queue_client(name, connection)
-    client.send_message(message.get_body(), visibility_timeout=seconds)
+    storage.send_message(
+        name, message.get_body(), visibility_timeout=seconds, connection=connection
+    )
     log.info("deferred message %s on %s by %d s: %s", message.id, name, seconds, reason)
 
 

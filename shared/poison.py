@@ -9,11 +9,9 @@ deletes the original. Only the message id and the reason are logged, never the b
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import azure.functions as func
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from shared import settings, storage
 
@@ -40,14 +38,7 @@ def reject(
     at worst, moves it to the poison queue itself: it is never lost.
     """
     poison = poison_queue_name(queue)
-    client = storage.queue_client(poison, connection)
-    body = msg.get_body()
-    try:
-        client.send_message(body)
-    except ResourceNotFoundError:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        client.send_message(body)
+    storage.send_message(poison, msg.get_body(), connection=connection)
     logger.warning(
         "message %s (dequeue count %s) moved to %s: %s",
         msg.id,

@@ -8,6 +8,7 @@ Every client carries a request-counting policy so benchmarks count requests, not
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import Counter
@@ -193,6 +194,25 @@ def queue_client(queue_name: str, connection: str = "AzureWebJobsStorage") -> An
         message_encode_policy=BinaryBase64EncodePolicy(),
         message_decode_policy=BinaryBase64DecodePolicy(),
     )
+
+
+def send_message(
+    queue_name: str,
+    body: bytes,
+    *,
+    visibility_timeout: int | None = None,
+    connection: str = "AzureWebJobsStorage",
+) -> None:
+    """Enqueue `body` (base64, like the host) on `queue_name`, creating the queue if missing."""
+    from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+    client = queue_client(queue_name, connection)
+    try:
+        client.send_message(body, visibility_timeout=visibility_timeout)
+    except ResourceNotFoundError:
+        with contextlib.suppress(ResourceExistsError):
+            client.create_queue()
+        client.send_message(body, visibility_timeout=visibility_timeout)
 
 
 def table_service(connection: str = "AzureWebJobsStorage") -> Any:
