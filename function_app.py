@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from functions import notifications
+from functions import jobs, notifications
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(notifications.bp)
+app.register_functions(jobs.bp)

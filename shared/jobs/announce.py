@@ -1,0 +1,47 @@
+"""Announce a finished job to its callback once, with the foundation's `@once` record.
+
+The finalizer that won the completion record calls this, and so does the watcher when that
+finalizer seems to have died; `@once("job-callback-{job_id}")` lets exactly one of them POST
+and gives the others its stored result. A 4xx is a result too (stored, never retried);
+`CallbackUnavailable` frees the record so the watcher retries later.
+
+The at-least-once window, honestly: a finalizer that crashes *during* the POST (or after it,
+before its @once record is marked completed) leaves the record in progress; once that
+record expires (`JobSettings.announce_in_progress_timeout`, longer than a whole retry
+budget) the watcher POSTs again, with the same `Idempotency-Key: {job_id}`. The receiver
+may thus see the same job twice, always with the same key, and should deduplicate on it.
+A POST that outlives the in-progress timeout while its process is alive (a receiver that
+keeps the connection open by dribbling bytes) can also overlap with the watcher's repeat.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from shared.busy import Busy
+from shared.jobs.callback import post_callback
+from shared.jobs.config import JobSettings
+from shared.jobs.records import Announcement, Completion
+from shared.once import once
+
+#: How long the delivered announcement is remembered (job ids are never reused anyway).
+RETENTION = timedelta(days=30)
+
+
+def _post(job_id: str, completion: Completion, settings: JobSettings) -> dict[str, Any]:
+    return post_callback(completion, settings).to_dict()
+
+
+def announce(completion: Completion, settings: JobSettings) -> Announcement | None:
+    """POST the outcome unless it was announced before (the stored result is returned);
+    None when another finalizer is announcing this job right now."""
+    announce_once = once(
+        "job-callback-{job_id}",
+        on_in_progress=Busy.SKIP,
+        in_progress_timeout=settings.announce_in_progress_timeout,
+        retention=RETENTION,
+        connection=settings.connection,
+    )(_post)
+    result = announce_once(completion.job_id, completion, settings)
+    return None if result is None else Announcement.from_dict(result)

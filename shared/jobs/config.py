@@ -1,0 +1,78 @@
+"""The batch-job app settings, with their defaults, read once per use from the environment.
+
+JOBS_CONTAINER            container of job records, unit markers and archives ("jobs")
+JOB_UNITS_QUEUE           queue of unit messages ("job-units"; poison: "job-units-poison")
+JOB_MAX_UNITS             most units one job may have (10000)
+JOB_UNIT_HANDLER          "module:function" doing a unit's work ("shared.jobs.handlers:echo")
+JOB_STALL_SECONDS         a counter that lags and has not moved this long is reconciled (60)
+JOB_CALLBACK_TIMEOUT      seconds per socket operation of one callback attempt (10)
+JOB_CALLBACK_ATTEMPTS     attempts per announcement before the watcher takes over (5)
+JOB_CALLBACK_GIVE_UP_HOURS  an announcement still failing after this is abandoned (24)
+JOB_WATCH_SCHEDULE        the watcher's NCRONTAB schedule ("*/30 * * * * *"; binding only)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.settings import setting
+
+DEFAULT_CONTAINER = "jobs"
+DEFAULT_QUEUE = "job-units"
+DEFAULT_MAX_UNITS = 10_000
+DEFAULT_HANDLER = "shared.jobs.handlers:echo"
+
+#: Backoff between callback attempts: BASE * 2**n seconds with jitter, at most CAP.
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 8.0
+
+
+def _number(name: str, default: float, minimum: float) -> float:
+    raw = setting(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as error:
+        raise ValueError(f"app setting {name} must be a number, not {raw!r}") from error
+    if value < minimum:
+        raise ValueError(f"app setting {name} must be at least {minimum}, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    container: str = DEFAULT_CONTAINER
+    queue: str = DEFAULT_QUEUE
+    max_units: int = DEFAULT_MAX_UNITS
+    handler: str = DEFAULT_HANDLER
+    stall_seconds: float = 60.0
+    callback_timeout: float = 10.0
+    callback_attempts: int = 5
+    give_up_seconds: float = 24 * 3600.0
+    connection: str = "AzureWebJobsStorage"
+
+    @classmethod
+    def from_env(cls) -> JobSettings:
+        return cls(
+            container=setting("JOBS_CONTAINER", DEFAULT_CONTAINER) or DEFAULT_CONTAINER,
+            queue=(setting("JOB_UNITS_QUEUE", DEFAULT_QUEUE) or DEFAULT_QUEUE).lower(),
+            max_units=int(_number("JOB_MAX_UNITS", DEFAULT_MAX_UNITS, 0)),
+            handler=setting("JOB_UNIT_HANDLER", DEFAULT_HANDLER) or DEFAULT_HANDLER,
+            stall_seconds=_number("JOB_STALL_SECONDS", 60.0, 0.0),
+            callback_timeout=_number("JOB_CALLBACK_TIMEOUT", 10.0, 0.1),
+            callback_attempts=int(_number("JOB_CALLBACK_ATTEMPTS", 5, 1)),
+            give_up_seconds=_number("JOB_CALLBACK_GIVE_UP_HOURS", 24.0, 0.0) * 3600.0,
+        )
+
+    @property
+    def poison_queue(self) -> str:
+        return f"{self.queue}-poison"
+
+    @property
+    def announce_in_progress_timeout(self) -> float:
+        """How long a started announcement is presumed alive: longer than its whole retry
+        budget, so only a crashed announcer is ever taken over (see shared.jobs.announce)."""
+        sockets = self.callback_attempts * 2 * self.callback_timeout  # connect, then answer
+        waits = (self.callback_attempts - 1) * BACKOFF_CAP  # Retry-After may ask for the cap
+        return sockets + waits + 10.0

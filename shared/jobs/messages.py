@@ -1,0 +1,65 @@
+"""The queue message of one unit: which job, which unit, how many units, and its payload.
+
+A payload that would push the message over the queue's 64 KB limit (48 KB before the
+host's base64 encoding) is stored in a blob and the message carries `payload_ref` instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shared.jobs.errors import InvalidUnitMessage
+from shared.jobs.layout import validate_id
+from shared.lease.errors import InvalidKey
+
+#: 64 KiB queue limit on the base64 text: 48 KiB of raw message, less room for the envelope.
+MAX_MESSAGE_BYTES = 48 * 1024 - 512
+_ABSENT = object()
+
+
+def encode_payload(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class UnitMessage:
+    job_id: str
+    unit_id: str
+    total: int
+    payload: Any = None
+    payload_ref: bool = False  # True: the payload is in the job's payloads/{unit} blob
+
+    def to_bytes(self) -> bytes:
+        data: dict[str, Any] = {"job_id": self.job_id, "unit_id": self.unit_id, "total": self.total}
+        if self.payload_ref:
+            data["payload_ref"] = True
+        else:
+            data["payload"] = self.payload
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    def fits(self) -> bool:
+        return len(self.to_bytes()) <= MAX_MESSAGE_BYTES
+
+    @classmethod
+    def parse(cls, body: bytes) -> UnitMessage:
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise InvalidUnitMessage(f"not JSON: {error}") from error
+        if not isinstance(data, dict):
+            raise InvalidUnitMessage("not a JSON object")
+        try:
+            job_id = validate_id(data.get("job_id"))
+            unit_id = validate_id(data.get("unit_id"))
+        except InvalidKey as error:
+            raise InvalidUnitMessage(f"bad job_id or unit_id: {error.reason}") from error
+        total = data.get("total")
+        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+            raise InvalidUnitMessage("total must be a positive integer")
+        payload = data.get("payload", _ABSENT)
+        by_ref = data.get("payload_ref") is True
+        if payload is _ABSENT and not by_ref:
+            raise InvalidUnitMessage("has neither payload nor payload_ref")
+        return cls(job_id, unit_id, total, None if by_ref else payload, by_ref)

@@ -1,0 +1,106 @@
+"""The callback POST against a real local HTTP receiver: retries, refusals, timeouts."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from devhost.scenarios._callbacks import CallbackReceiver
+from shared.jobs import CallbackUnavailable, Completion, JobSettings, JobStatus
+from shared.jobs.callback import post_callback
+from shared.jobs.records import AnnouncementState
+
+SETTINGS = JobSettings(callback_timeout=1.0, callback_attempts=3)
+
+
+def completion(url: str, job_id: str = "job-1") -> Completion:
+    return Completion(
+        job_id=job_id,
+        status=JobStatus.FAILED,
+        units_done=2,
+        units_failed=1,
+        failed_units=["u3"],
+        callback_url=url,
+        completed_at=time.time(),
+        last_unit_at=time.time(),
+        finalized_by="counter",
+    )
+
+
+def no_sleep(seconds: float) -> None:
+    assert 0 <= seconds <= 8
+
+
+def test_delivered_with_idempotency_key_and_the_documented_body() -> None:
+    with CallbackReceiver() as receiver:
+        result = post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
+    assert (result.state, result.http_status, result.attempts) == (
+        AnnouncementState.DELIVERED,
+        200,
+        1,
+    )
+    [post] = receiver.posts
+    assert post.idempotency_key == "job-1"
+    assert post.body == {
+        "job_id": "job-1",
+        "status": "failed",
+        "units_done": 2,
+        "units_failed": 1,
+        "failed_units": ["u3"],
+    }
+
+
+def test_server_errors_are_retried_with_the_same_key() -> None:
+    with CallbackReceiver(statuses=[500, 503]) as receiver:
+        result = post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
+    assert (result.state, result.attempts) == (AnnouncementState.DELIVERED, 3)
+    assert [p.idempotency_key for p in receiver.posts] == ["job-1"] * 3
+
+
+@pytest.mark.parametrize("status", [400, 404, 410, 302])
+def test_client_errors_and_redirects_are_refusals_not_retried(status: int) -> None:
+    with CallbackReceiver(statuses=[status]) as receiver:
+        result = post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
+    assert (result.state, result.http_status, result.attempts) == (
+        AnnouncementState.REFUSED,
+        status,
+        1,
+    )
+    assert str(status) in (result.reason or "")
+    assert len(receiver.posts) == 1
+
+
+def test_too_many_requests_is_retried() -> None:
+    with CallbackReceiver(statuses=[429]) as receiver:
+        result = post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
+    assert result.state == AnnouncementState.DELIVERED
+    assert len(receiver.posts) == 2
+
+
+def test_connection_refused_every_time_raises_unavailable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nobody listens there
+    with pytest.raises(CallbackUnavailable) as caught:
+        post_callback(completion(f"http://127.0.0.1:{port}/cb"), SETTINGS, sleep=no_sleep)
+    assert caught.value.attempts == 3
+    assert "ConnectionRefused" in caught.value.reason
+
+
+def test_a_receiver_that_does_not_answer_times_out_and_is_retried() -> None:
+    with CallbackReceiver() as receiver, receiver.hold():
+        started = time.monotonic()
+        with pytest.raises(CallbackUnavailable, match="timed out"):
+            post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
+        assert time.monotonic() - started < 3 * SETTINGS.callback_timeout + 2
+        assert len(receiver.posts) == 3
+
+
+def test_a_callback_url_now_pointing_at_metadata_is_refused_without_a_request() -> None:
+    result = post_callback(
+        completion("https://169.254.169.254/latest/meta-data/"), SETTINGS, sleep=no_sleep
+    )
+    assert result.state == AnnouncementState.REFUSED
+    assert "link-local" in (result.reason or "")

@@ -1,0 +1,159 @@
+"""Counting units and finishing jobs against a real Azurite: cost, idempotency, outcome."""
+
+from __future__ import annotations
+
+import json
+
+from devhost.scenarios._callbacks import CallbackReceiver
+from shared.jobs import (
+    JobSettings,
+    JobStore,
+    Recorded,
+    UnitMessage,
+    UnitState,
+    finalize,
+    job_status,
+    process_unit,
+    record_unit,
+)
+from shared.jobs.handlers import echo
+from shared.jobs.layout import JobLayout
+from shared.storage import request_counter
+from tests.jobs.conftest import receive_all, submit, units
+
+
+def test_counting_a_unit_costs_two_requests_and_a_duplicate_one(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(3), "cost")
+    request_counter.reset()
+    first = record_unit(store, "cost", "u00000", 3)
+    assert (first.outcome, first.count, request_counter.total()) == (Recorded.COUNTED, 1, 2)
+    assert request_counter.by_method() == {"PUT": 2}
+    request_counter.reset()
+    again = record_unit(store, "cost", "u00000", 3)
+    assert (again.outcome, request_counter.total()) == (Recorded.DUPLICATE, 1)
+    assert store.counter_state("cost").value == 1  # type: ignore[union-attr]
+
+
+def test_the_last_unit_announces_once_and_archives(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(4), "job-a")
+    results = [record_unit(store, "job-a", f"u{i:05d}", 4) for i in range(4)]
+    assert [r.count for r in results] == [1, 2, 3, 4]
+    assert [r.completion is not None for r in results] == [False, False, False, True]
+    [post] = receiver.posts
+    assert post.idempotency_key == "job-a"
+    assert post.body == {
+        "job_id": "job-a",
+        "status": "succeeded",
+        "units_done": 4,
+        "units_failed": 0,
+        "failed_units": [],
+    }
+    assert store.names(JobLayout("job-a").prefix) == []
+    status = job_status(store, "job-a")
+    assert status is not None
+    assert (status["status"], status["archived"], status["units_done"]) == ("succeeded", True, 4)
+    assert status["announcement"]["state"] == "delivered"
+
+
+def test_failed_units_make_a_failed_job_that_lists_them(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(3), "job-f")
+    record_unit(store, "job-f", "u00001", 3, UnitState.FAILED, "bad input")
+    record_unit(store, "job-f", "u00000", 3)
+    record_unit(store, "job-f", "u00002", 3, UnitState.FAILED, "also bad")
+    [post] = receiver.posts
+    assert post.body["status"] == "failed"
+    assert (post.body["units_done"], post.body["failed_units"]) == (1, ["u00001", "u00002"])
+
+
+def test_a_late_duplicate_after_the_archive_is_ignored_and_leaves_nothing(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(1), "late")
+    assert record_unit(store, "late", "u00000", 1).completion is not None
+    assert record_unit(store, "late", "u00000", 1).outcome == Recorded.JOB_GONE
+    assert store.names(JobLayout("late").prefix) == []
+    assert len(receiver.posts) == 1
+
+
+def test_a_job_of_zero_units_completes_at_once(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    submitted = submit(jobs_env, receiver.url, [], "empty")
+    assert submitted.completion is not None
+    assert submitted.completion.status == "succeeded"
+    [post] = receiver.posts
+    assert post.body["units_done"] == 0
+    assert receive_all(jobs_env) == []
+
+
+def test_a_large_payload_travels_by_reference(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    big = {"blob": "x" * 100_000}
+    submit(jobs_env, receiver.url, [{"id": "big", "payload": big}, {"id": "small"}], "large")
+    seen: dict[str, object] = {}
+    store = JobStore(jobs_env)
+    for message in receive_all(jobs_env):
+        assert len(message.get_body()) < 48 * 1024
+        unit = UnitMessage.parse(message.get_body())
+        process_unit(unit, lambda u: seen.__setitem__(u.unit_id, u.payload), store)
+    assert seen == {"big": big, "small": None}
+    assert len(receiver.posts) == 1
+
+
+def test_odd_ids_stay_inside_their_job(jobs_env: JobSettings, receiver: CallbackReceiver) -> None:
+    store = JobStore(jobs_env)
+    odd = ["a/b", "%2F", "ünï cødé", "x..y", "UPPER"]
+    submit(jobs_env, receiver.url, [{"id": u} for u in odd], "odd/job %")
+    for message in receive_all(jobs_env):
+        process_unit(UnitMessage.parse(message.get_body()), echo, store)
+    [post] = receiver.posts
+    assert post.body["job_id"] == "odd/job %"
+    assert post.body["units_done"] == 5
+
+
+def test_status_of_a_running_job_counts_outstanding_units(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(5), "progress")
+    record_unit(store, "progress", "u00000", 5)
+    record_unit(store, "progress", "u00003", 5, UnitState.FAILED, "nope")
+    status = job_status(store, "progress")
+    assert status is not None
+    keys = ("status", "units_done", "units_failed", "units_outstanding")
+    assert {k: status[k] for k in keys} == {
+        "status": "running",
+        "units_done": 1,
+        "units_failed": 1,
+        "units_outstanding": 3,
+    }
+    assert status["failed_units"] == ["u00003"]
+    assert json.dumps(status)
+
+
+def test_a_finalizer_arriving_after_the_archive_posts_nothing_and_leaves_nothing(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    """The watcher decided to finalize, then the counter's winner archived the job first."""
+    store = JobStore(jobs_env)
+    submit(jobs_env, receiver.url, units(1), "raced")
+    done = record_unit(store, "raced", "u00000", 1).completion
+    assert done is not None
+    stale = done.with_(announcement=None, etag=None, finalized_by="watcher")
+    again = finalize(store, stale)
+    assert again is not None and again.announcement == done.announcement
+    assert len(receiver.posts) == 1
+    assert store.names(JobLayout("raced").prefix) == []
+    archived = store.read_archive("raced")
+    assert archived is not None and archived["completion"]["finalized_by"] == "counter"
