@@ -1,0 +1,235 @@
+"""Import throughput (batched transactions vs one request per row) and peak memory.
+
+Measured against a private Azurite:
+- write path, same members each way: `FencedMemberWriter` (99 members + the fenced state
+  row per transaction) vs one `upsert_entity` request per member (the target's baseline),
+  and vs one fenced transaction per member (1 member + the state row: same guarantees, still
+  one request per row); rows/s and requests/row. Parsing is done beforehand so only the
+  write strategy differs. With `--rtt-ms` the same
+  comparison runs again with that delay added to every request (a model of the network
+  round trip to a real storage account, which a local emulator does not have).
+- end to end: a whole `run_import` of one CSV (stream, parse, validate, write, move).
+- peak memory of `run_import` in a child process for each `--memory-rows` size: Python
+  allocations (tracemalloc peak; tracing slows the child, so its rows/s are not the
+  throughput) and the process's max RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from azure.data.tables import TableServiceClient, UpdateMode
+
+from devhost import services
+from devhost.scenarios import _import_samples as samples
+from shared.imports.member_table import FencedMemberWriter, Provenance, member_entity
+from shared.imports.records import Member
+from shared.imports.validation import validate_member
+from shared.storage import RequestCounter
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"batched_vs_per_row": 10.0, "memory_growth_bytes_per_row": 16.0}
+RUN = date(2026, 11, 22)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=5000, help="rows for the write comparison")
+    parser.add_argument("--per-row-rows", type=int, default=2000,
+                        help="rows written one request each (slow, so fewer)")  # fmt: skip
+    parser.add_argument("--rtt-ms", type=float, default=2.0,
+                        help="also compare with this delay per request (0 to skip)")  # fmt: skip
+    parser.add_argument("--memory-rows", default="10000,100000",
+                        help="comma-separated file sizes for the peak-memory runs")  # fmt: skip
+    parser.add_argument("--e2e-rows", type=int, default=100000,
+                        help="rows of the end-to-end import (timed without tracemalloc)")
+
+
+def _members(count: int, prefix: str) -> list[Member]:
+    today = datetime.now(UTC).date()
+    return [
+        validate_member(
+            {
+                "member_id": m.member_id, "first_name": m.first_name, "last_name": m.last_name,
+                "date_of_birth": m.date_of_birth, "plan": m.plan,
+                "coverage_start": m.coverage_start, "coverage_end": m.coverage_end,
+            },
+            today=today,
+        )
+        for m in samples.members(count, prefix=prefix)
+    ]  # fmt: skip
+
+
+def _table(connection: str, name: str, counter: RequestCounter, rtt: float) -> Any:
+    """A table client that counts requests and, with `rtt`, waits that long before each one
+    (the Tables SDK takes no extra pipeline policies, but calls its request hook per request)."""
+
+    def hook(request: Any) -> None:
+        counter(request)
+        if rtt > 0:
+            time.sleep(rtt)
+
+    service = TableServiceClient.from_connection_string(connection, raw_request_hook=hook)
+    return service.create_table_if_not_exists(name)
+
+
+def _batched(
+    table: Any, account: str, members: list[Member], counter: RequestCounter, batch_size: int = 99
+) -> dict:
+    writer = FencedMemberWriter(account, 1, "bench", table=table, batch_size=batch_size)
+    writer.open()
+    counter.reset()
+    started = time.perf_counter()
+    for i, member in enumerate(members):
+        writer.add(member, Provenance("bench", "bench.csv", f"line {i + 2}"))
+    writer.flush()
+    elapsed = time.perf_counter() - started
+    return {
+        "rows": len(members),
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(len(members) / elapsed, 1),
+        "requests_per_row": round(counter.total() / len(members), 4),
+    }
+
+
+def _per_row(table: Any, account: str, members: list[Member], counter: RequestCounter) -> dict:
+    counter.reset()
+    started = time.perf_counter()
+    for i, member in enumerate(members):
+        entity = member_entity(account, member, 1, Provenance("bench", "b.csv", f"line {i + 2}"))
+        table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+    elapsed = time.perf_counter() - started
+    return {
+        "rows": len(members),
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(len(members) / elapsed, 1),
+        "requests_per_row": round(counter.total() / len(members), 4),
+    }
+
+
+def _compare(connection: str, rows: int, per_row_rows: int, rtt: float, tag: str) -> dict:
+    counter = RequestCounter()
+    table = _table(connection, f"Bench{tag}", counter, rtt)
+    batched = _batched(table, f"batched{tag}", _members(rows, "B"), counter)
+    per_row = _per_row(table, f"perrow{tag}", _members(per_row_rows, "P"), counter)
+    fenced_per_row = _batched(table, f"fenced{tag}", _members(per_row_rows, "F"), counter,
+                              batch_size=1)  # fmt: skip
+    return {
+        "rtt_ms_added": rtt * 1000,
+        "batched": batched,
+        "per_row": per_row,
+        "fenced_per_row": fenced_per_row,
+        "speedup": round(batched["rows_per_s"] / per_row["rows_per_s"], 1),
+        "speedup_vs_fenced_per_row": round(
+            batched["rows_per_s"] / fenced_per_row["rows_per_s"], 1
+        ),
+    }
+
+
+def _end_to_end(rows: int) -> dict[str, Any]:
+    """A whole `run_import` of one CSV of `rows` rows, in this process."""
+    from shared.imports.importer import run_import
+    from shared.imports.layout import imports_container
+    from shared.imports.request import ImportRequest
+    from shared.lease import BlobLease
+
+    account = f"e2e{rows}"
+    data = samples.csv_bytes(samples.members(rows))
+    imports_container(create=True).upload_blob(f"{account}/incoming/a.csv", data)
+    with BlobLease(f"import-{account}") as lease:
+        started = time.perf_counter()
+        report = run_import(ImportRequest.nightly(account, RUN), lease.token, email=False)
+        elapsed = time.perf_counter() - started
+    return {
+        "rows": rows,
+        "file_bytes": len(data),
+        "imported": report.imported,
+        "seconds": round(elapsed, 2),
+        "rows_per_s": round(rows / elapsed, 1),
+        "within_10_min_function_timeout": elapsed < 600,
+    }
+
+
+def _child(rows: int, connection: str) -> dict[str, Any]:
+    """Run one import of `rows` rows in a fresh process; its peak memory is the answer."""
+    env = dict(os.environ, AzureWebJobsStorage=connection, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.imports", "memory-child", str(rows)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"memory child failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _memory_child(rows: int) -> None:
+    """Child side: upload a CSV, import it under the lease, print the peaks as JSON."""
+    from shared.imports.importer import run_import
+    from shared.imports.layout import imports_container
+    from shared.imports.request import ImportRequest
+    from shared.lease import BlobLease
+
+    account = f"mem{rows}"
+    data = samples.csv_bytes(samples.members(rows))
+    imports_container(create=True).upload_blob(f"{account}/incoming/a.csv", data)
+    del data
+    tracemalloc.start()
+    with BlobLease(f"import-{account}") as lease:
+        started = time.perf_counter()
+        report = run_import(ImportRequest.nightly(account, RUN), lease.token, email=False)
+        elapsed = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    print(json.dumps({
+        "rows": rows,
+        "imported": report.imported,
+        "file_bytes": report.files[0].bytes,
+        "seconds": round(elapsed, 2),
+        "rows_per_s": round(rows / elapsed, 1),
+        "tracemalloc_peak_bytes": peak,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }))  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = [int(s) for s in str(args.memory_rows).split(",") if s.strip()]
+    with services.azurite() as azurite:
+        connection = azurite.connection_string
+        os.environ["AzureWebJobsStorage"] = connection
+        os.environ["IMPORTS_CONTAINER"] = "bench-imports"
+        os.environ["MEMBERS_TABLE"] = "BenchMembers"
+        os.environ["LEASE_CONTAINER"] = "bench-locks"
+        result: dict[str, Any] = {
+            "local": _compare(connection, args.rows, args.per_row_rows, 0.0, "Local"),
+        }
+        if args.rtt_ms > 0:
+            result["with_rtt"] = _compare(
+                connection, args.rows, args.per_row_rows, args.rtt_ms / 1000, "Rtt"
+            )
+        result["end_to_end"] = _end_to_end(args.e2e_rows)
+        memory = [_child(rows, connection) for rows in sizes]
+    result["memory"] = memory
+    if len(memory) >= 2:
+        small, large = memory[0], memory[-1]
+        growth = large["tracemalloc_peak_bytes"] - small["tracemalloc_peak_bytes"]
+        result["memory_growth_bytes_per_row"] = round(growth / (large["rows"] - small["rows"]), 2)
+    result["targets"] = TARGETS
+    result["target_results"] = {
+        "batched_vs_per_row": result["local"]["speedup"] >= TARGETS["batched_vs_per_row"],
+        "memory_growth_bytes_per_row": result.get("memory_growth_bytes_per_row", 0)
+        <= TARGETS["memory_growth_bytes_per_row"],
+    }
+    result["targets_met"] = all(result["target_results"].values())
+    return result
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "memory-child":
+    _memory_child(int(sys.argv[2]))

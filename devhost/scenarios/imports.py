@@ -1,0 +1,359 @@
+"""Scenario "nightly imports": N instances all fire the nightly timer; A accounts, R rows each.
+
+Each account gets a CSV of R rows (every 50th row invalid on purpose) and a small X12 834
+file. The timer's schedule is set to fire a few seconds after the instances are up, and
+every instance fires it (devhost's default `--timers every`, what a naive scale-out does).
+The app must fan out once, import each account exactly once, accounts in parallel, and
+email one summary per account. Each import attempt leaves an attempt log with its start
+and end; the report computes overlaps between attempts of the same account (must be 0)
+and how many accounts ran at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from devhost import services
+from devhost.scenarios import _common
+from devhost.scenarios import _import_samples as samples
+from devhost.supervisor import HostOptions, Supervisor
+from shared.storage import StorageAccount
+
+NAME = "imports"
+HELP = "every instance fires the nightly import timer; each account imported exactly once"
+
+log = logging.getLogger("devhost.scenario")
+
+BAD_EVERY = 50
+EDI_MEMBERS = 10
+
+
+@dataclass
+class AccountResult:
+    rows: int
+    expected_imported: int
+    imported: int = 0
+    rejected: int = 0
+    members_in_table: int = 0
+    runs: int = 0
+    completed_runs: int = 0
+    overlapping_runs: int = 0
+    run_s: float = 0.0
+    emails: int = 0
+    files_left_in_incoming: int = 0
+    instances: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportsReport:
+    run_id: str
+    instances: int
+    accounts: int
+    rows_per_account: int
+    timer_firings: int
+    import_invocations: int
+    failed_invocations: int
+    per_account: dict[str, AccountResult] = field(default_factory=dict)
+    overlapping_runs_same_account: int = 0
+    max_accounts_in_parallel: int = 0
+    instances_that_imported: int = 0
+    total_rows: int = 0
+    import_window_s: float = 0.0
+    rows_per_s: float = 0.0
+    elapsed_s: float = 0.0
+    finished: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.finished and self.overlapping_runs_same_account == 0 and all(
+            a.runs == 1 and a.completed_runs == 1 and a.imported == a.expected_imported
+            and a.members_in_table == a.expected_imported and a.emails == 1
+            and a.files_left_in_incoming == 0
+            for a in self.per_account.values()
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        lines = [
+            f"imports scenario ({self.run_id}): {self.instances} instances, {self.accounts} "
+            f"accounts x {self.rows_per_account} rows (+{EDI_MEMBERS} in an 834 each)",
+            f"  timer firings {self.timer_firings}, import invocations {self.import_invocations}"
+            f" ({self.failed_invocations} failed)",
+        ]
+        for name, a in sorted(self.per_account.items()):
+            lines.append(
+                f"  {name}: {a.runs} run(s), {a.imported} imported (expected "
+                f"{a.expected_imported}, {a.members_in_table} in table), {a.rejected} rejected, "
+                f"{a.run_s:.1f} s, {a.emails} email(s)"
+            )
+        lines += [
+            f"  overlapping runs of one account: {self.overlapping_runs_same_account}; "
+            f"accounts in parallel (max): {self.max_accounts_in_parallel}, on "
+            f"{self.instances_that_imported} instance(s)",
+            f"  {self.total_rows} rows in {self.import_window_s:.1f} s = {self.rows_per_s:.0f} "
+            f"rows/s (whole scenario {self.elapsed_s:.1f} s)",
+            "OK: each account imported exactly once" if self.ok else "FAILED",
+        ]
+        return "\n".join(lines)
+
+
+def _overlaps(intervals: list[tuple[float, float]]) -> int:
+    """Pairs of intervals that overlap in time."""
+    return sum(
+        1 for (s1, e1), (s2, e2) in itertools.combinations(intervals, 2) if s1 < e2 and s2 < e1
+    )
+
+
+def _max_parallel(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = best = 0
+    for _, step in events:
+        running += step
+        best = max(best, running)
+    return best
+
+
+def _upload(container: Any, accounts: list[str], rows: int) -> dict[str, int]:
+    """Upload each account's files; returns the expected imported count per account."""
+    expected = {}
+    for i, account in enumerate(accounts):
+        members = list(samples.members(rows, prefix=f"A{i}M", bad_every=BAD_EVERY))
+        container.upload_blob(f"{account}/incoming/members.csv", samples.csv_bytes(members))
+        edi = list(samples.members(EDI_MEMBERS, prefix=f"A{i}E"))
+        container.upload_blob(f"{account}/incoming/enrollment.834", samples.edi_bytes(edi))
+        expected[account] = sum(m.valid for m in members) + EDI_MEMBERS
+    return expected
+
+
+def _functions_bound_to(settings: tuple[str, ...], app_module: str, app_dir: str) -> list[str]:
+    """The app's functions triggered through any of `%settings%` (one indexing pass: the
+    azure-functions library refuses a second `get_functions()` on the same app object)."""
+    from devhost.indexing import QueueTrigger, TimerTrigger, load_functions
+
+    names = []
+    for function in load_functions(app_module, app_dir):
+        trigger = function.trigger
+        text = (
+            trigger.queue_name if isinstance(trigger, QueueTrigger)
+            else trigger.schedule if isinstance(trigger, TimerTrigger)
+            else ""
+        )  # fmt: skip
+        if any(f"%{setting}%" in text for setting in settings):
+            names.append(function.name)
+    return sorted(names)
+
+
+def _schedule_at(moment: datetime) -> str:
+    """A six-field NCRONTAB schedule firing daily at `moment` (UTC, whole seconds)."""
+    return f"{moment.second} {moment.minute} {moment.hour} * * *"
+
+
+def _has_report(container: Any, account: str) -> bool:
+    blobs = container.list_blobs(name_starts_with=f"{account}/reports/")
+    return any(b.name.endswith("/report.json") for b in blobs)
+
+
+def _wait_for_reports(
+    supervisor: Supervisor, container: Any, accounts: list[str], timeout: float
+) -> bool:
+    deadline = time.monotonic() + timeout
+    last_log = 0.0
+    while time.monotonic() < deadline:
+        done = [a for a in accounts if _has_report(container, a)]
+        if len(done) == len(accounts):
+            return True
+        if time.monotonic() - last_log > 5:
+            last_log = time.monotonic()
+            totals = supervisor.totals()
+            log.info("%d of %d accounts imported; %d invocation(s) in flight", len(done),
+                     len(accounts), totals.in_flight)  # fmt: skip
+        if not supervisor.alive():
+            return False
+        time.sleep(0.5)
+    return False
+
+
+def run(
+    instances: int = 8,
+    accounts: int = 5,
+    rows: int = 2000,
+    *,
+    app_module: str = "function_app",
+    app_dir: str = ".",
+    fire_after: float = 15.0,
+    timeout: float = 600.0,
+    keep: bool = False,
+    log_level: str = "INFO",
+) -> ImportsReport:
+    """Run the scenario against the storage account in AzureWebJobsStorage."""
+    from shared.imports.member_table import STATE_ROW
+    from shared.notifications.outbox import read_outbox
+
+    started = time.monotonic()
+    app_settings = _common.use_app_settings(app_dir)
+    run_id = _common.new_run_id()
+    names = [f"acct-{i:02d}" for i in range(accounts)]
+    containers = {
+        "IMPORTS_CONTAINER": f"imports-{run_id}",
+        "RUNONCE_CONTAINER": f"runonce-{run_id}",
+        "LEASE_CONTAINER": f"locks-{run_id}",
+        "EMAIL_OUTBOX_CONTAINER": f"outbox-{run_id}",
+    }
+    queues = {"IMPORT_QUEUE": f"imp-{run_id}", "NOTIFICATIONS_QUEUE": f"ntf-{run_id}"}
+    table = f"Members{run_id}"
+    account = StorageAccount.from_settings()
+    blob_service = account.blob_service(counter=_common.scenario_counter)
+    _common.create_containers(containers.values())
+    _common.reset_queues(queues.values())
+    container = blob_service.get_container_client(containers["IMPORTS_CONTAINER"])
+    expected = _upload(container, names, rows)
+    fire_at = (datetime.now(UTC) + timedelta(seconds=fire_after)).replace(microsecond=0)
+    functions = _functions_bound_to(
+        ("IMPORT_SCHEDULE", "IMPORT_QUEUE", "NOTIFICATIONS_QUEUE"), app_module, app_dir
+    )
+    options = HostOptions(
+        instances=instances,
+        app_module=app_module,
+        app_dir=app_dir,
+        http_port=None,
+        functions=functions,
+        settings={
+            **containers,
+            **queues,
+            "IMPORT_SCHEDULE": _schedule_at(fire_at),
+            "IMPORT_ACCOUNTS": None,
+            "MEMBERS_TABLE": table,
+            "IMPORT_REPORT_TO": "imports-ops@example.com",
+            "SENDGRID_API_KEY": None,
+            "AzureFunctionsWebHost__hostid": f"imports-{run_id}",  # fresh timer status blobs
+        },
+        log_level=log_level,
+    )
+    log.info("run %s: %d instances, %d accounts x %d rows; timer fires at %s", run_id,
+             instances, accounts, rows, fire_at.time().isoformat())  # fmt: skip
+    with _common.running(options, app_settings) as supervisor:
+        if datetime.now(UTC) >= fire_at:
+            log.warning("instances were not ready before the timer's time: raise --fire-after")
+        time.sleep(max(0.0, (fire_at - datetime.now(UTC)).total_seconds()))
+        remaining = max(1.0, timeout - (time.monotonic() - started))
+        finished = _wait_for_reports(supervisor, container, names, remaining)
+        if finished:  # then let the summary emails go out
+            _common.wait_until_drained(supervisor, list(queues.values()), timeout=60, quiet=2)
+    totals = supervisor.totals()
+    emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
+    members = account.table_service(counter=_common.scenario_counter).get_table_client(table)
+    report = ImportsReport(
+        run_id=run_id,
+        instances=instances,
+        accounts=accounts,
+        rows_per_account=rows,
+        timer_firings=totals.invocations.get("nightly_import", 0),
+        import_invocations=totals.invocations.get("import_account", 0),
+        failed_invocations=sum(totals.failures.values()),
+        finished=finished,
+        elapsed_s=round(time.monotonic() - started, 2),
+    )
+    intervals: list[tuple[float, float]] = []
+    for name in names:
+        result = AccountResult(rows=rows + EDI_MEMBERS, expected_imported=expected[name])
+        runs: list[tuple[float, float]] = []
+        for blob in container.list_blobs(name_starts_with=f"{name}/reports/"):
+            data = json.loads(container.download_blob(blob.name).readall())
+            if "/attempts/" in blob.name:
+                end = data["finished_at"] or time.time()  # an unfinished attempt counts as open
+                runs.append((data["started_at"], end))
+                result.instances.append(data["instance"])
+                result.completed_runs += data["outcome"] == "completed"
+            else:
+                result.imported += data["totals"]["imported"]
+                result.rejected += data["totals"]["rejected"]
+        result.runs = len(runs)
+        result.overlapping_runs = _overlaps(runs)
+        result.run_s = round(sum(e - s for s, e in runs), 2)
+        rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
+        result.members_in_table = sum(1 for r in rows_in_table if r["RowKey"] != STATE_ROW)
+        result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
+        result.files_left_in_incoming = sum(
+            1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/"))
+        report.per_account[name] = result
+        intervals += runs
+    results = report.per_account.values()
+    report.overlapping_runs_same_account = sum(a.overlapping_runs for a in results)
+    report.max_accounts_in_parallel = _max_parallel(intervals)
+    report.instances_that_imported = len({i for a in results for i in a.instances})
+    report.total_rows = sum(a.rows for a in results)
+    if intervals:
+        window = max(e for _, e in intervals) - min(s for s, _ in intervals)
+        report.import_window_s = round(window, 2)
+        report.rows_per_s = round(report.total_rows / max(window, 1e-6), 1)
+    if not keep and report.ok:
+        _common.delete_queues(queues.values())
+        _common.delete_containers(containers.values())
+        members.delete_table()
+    return report
+
+
+def _development_storage_down(app_dir: str) -> bool:
+    """True when the app points at the local emulator's default ports and nothing listens."""
+    value = _common.use_app_settings(app_dir).values.get("AzureWebJobsStorage", "")
+    if value.strip().rstrip(";").lower() != "usedevelopmentstorage=true":
+        return False
+    try:
+        socket.create_connection(("127.0.0.1", 10000), 0.5).close()
+    except OSError:
+        return True
+    return False
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--instances", type=int, default=8)
+    parser.add_argument("--accounts", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=2000, help="CSV rows per account")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument(
+        "--fire-after", type=float, default=15.0,
+        help="seconds from now to the timer's occurrence (the instances must be up by then)",
+    )  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--keep", action="store_true", help="keep the run's storage")
+    parser.add_argument(
+        "--azurite", action="store_true",
+        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
+        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
+    )  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> int:
+    def go() -> ImportsReport:
+        return run(
+            args.instances, args.accounts, args.rows, app_module=args.app, app_dir=args.app_dir,
+            fire_after=args.fire_after, timeout=args.timeout, keep=args.keep,
+            log_level=args.log_level,
+        )  # fmt: skip
+
+    if args.azurite or _development_storage_down(args.app_dir):
+        log.info("starting a private Azurite for this run")
+        with services.azurite() as azurite:
+            os.environ["AzureWebJobsStorage"] = azurite.connection_string
+            report = go()
+    else:
+        report = go()
+    if args.json:
+        print(json.dumps(report.to_dict()), flush=True)
+    else:
+        print(report.summary(), flush=True)
+    if not report.ok:
+        print(f"run {report.run_id} failed; its storage is kept for inspection", file=sys.stderr)
+    return 0 if report.ok else 1

@@ -1,0 +1,155 @@
+"""Nightly per-account eligibility imports: a fan-out timer, a per-account worker, a manual run.
+
+    nightly_import   timer %IMPORT_SCHEDULE%, fires on every instance; @once per occurrence
+                     enqueues one message per account on %IMPORT_QUEUE%
+    import_account   queue %IMPORT_QUEUE%: @singleton("import-{account}") so one account
+                     imports one at a time while accounts run in parallel; @once per run
+    POST /api/imports/{account}/run
+                     202 + run id (a manual run queued), 409 while that account imports,
+                     400 for an invalid account name
+
+A crashed instance never blocks the next night: its lease expires within 15 s, and the
+next delivery takes its in-progress record over (see `import_under_lease`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import azure.functions as func
+
+from shared import poison
+from shared.busy import Busy
+from shared.imports.accounts import InvalidAccount, validate_account
+from shared.imports.fanout import (
+    QUEUE,
+    SCHEDULE,
+    accounts_to_import,
+    enqueue_imports,
+    enqueue_request,
+    fired_occurrence,
+)
+from shared.imports.importer import run_import
+from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, RUN_KEY
+from shared.imports.layout import Layout
+from shared.imports.request import ImportRequest, InvalidImportRequest
+from shared.once import once
+from shared.singleton import current_lease, singleton
+
+log = logging.getLogger(__name__)
+
+bp = func.Blueprint()
+
+
+@bp.timer_trigger(schedule=SCHEDULE, arg_name="timer", use_monitor=True)
+@once(NIGHTLY_KEY, schedule=SCHEDULE, in_progress_timeout=60, on_in_progress=Busy.WAIT,
+      wait_timeout=90)  # fmt: skip
+def nightly_import(timer: func.TimerRequest) -> dict[str, Any]:
+    """Fan out one import message per account; every instance fires, one fan-out happens.
+
+    The run-once key is the schedule occurrence, not the instance's clock, so instances
+    firing seconds apart (or a past-due catch-up) agree on it. The others wait (a fan-out
+    takes seconds) rather than skip: if the fanning instance dies, its record expires after
+    60 s and a waiting instance, or the host's past-due catch-up after a restart, takes
+    over. A duplicate fan-out would be harmless anyway: each account's run is run-once.
+    """
+    occurrence = fired_occurrence(timer, SCHEDULE)
+    accounts, skipped = accounts_to_import()
+    requests = enqueue_imports(accounts, occurrence.date())
+    log.info(
+        "nightly import for %s: %d account(s) enqueued, %d folder(s) skipped (invalid name)%s",
+        occurrence.date().isoformat(), len(requests), skipped,
+        " [past due]" if timer.past_due else "",
+    )  # fmt: skip
+    return {
+        "occurrence": occurrence.isoformat(),
+        "run_date": occurrence.date().isoformat(),
+        "accounts": [r.account for r in requests],
+        "skipped_folders": skipped,
+    }
+
+
+@bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
+def import_account(msg: func.QueueMessage) -> None:
+    """Parse the request, then import under the account's lease; poison what can never run."""
+    try:
+        request = ImportRequest.parse(msg.get_body())
+    except InvalidImportRequest as error:
+        poison.reject(msg, QUEUE, str(error))
+        return
+    import_under_lease(request, msg)
+
+
+@singleton(LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
+@once(RUN_KEY, in_progress_timeout=0, on_in_progress=Busy.DEFER, queue=QUEUE)
+def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
+    """One run of one account, under its lease, at most one completed run per run id.
+
+    `{account}` and `{run_id}` come from `msg`'s JSON body (what a deferral re-enqueues).
+
+    Why `in_progress_timeout=0`: the run-once handler stamps an in-progress record with
+    `expires_at = started_at + in_progress_timeout` and treats it as abandoned once
+    `now >= expires_at`; in at-least-once mode it then takes the record over with an If-Match
+    write. With 0, every record this function writes is abandoned-on-sight for the next
+    delivery. That is only safe because `@singleton` is outside: whoever gets here holds the
+    account's lease, so the run that wrote the record no longer does. It crashed, or it was
+    paused past its lease and its next write fails on the fencing token. Waiting out a
+    timeout would only delay the night. A completed record is still returned as is, and two
+    deliveries cannot both take over (the takeover is a conditional write).
+    `on_in_progress=DEFER` covers the one case where a record still looks live under the
+    lease (this instance's clock behind the crashed one's, or a record written with a
+    longer timeout): the message is retried later instead of being dropped.
+    """
+    report = run_import(request, current_lease().token)
+    return report.summary()
+
+
+def _json(status: int, body: dict[str, Any]) -> func.HttpResponse:
+    return func.HttpResponse(
+        json.dumps(body), status_code=status, mimetype="application/json", charset="utf-8"
+    )
+
+
+def _busy(error: Exception) -> func.HttpResponse:
+    key = str(getattr(error, "key", ""))
+    return _json(409, {
+        "error": "busy",
+        "account": key.removeprefix("import-") or None,
+        "detail": "an import of this account is running; try again once it has finished",
+    })  # fmt: skip
+
+
+@bp.route(route="imports/{account}/run", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+def run_import_now(req: func.HttpRequest) -> func.HttpResponse:
+    """Start a manual import of one account: 202 with the run id, 409 if busy, 400 if invalid."""
+    try:
+        validate_account(req.route_params.get("account"))
+    except InvalidAccount as error:
+        return _json(400, {"error": "invalid_account", "detail": error.reason})
+    return _queue_manual_run(req)
+
+
+@singleton(LEASE_KEY, on_busy=_busy)
+def _queue_manual_run(req: func.HttpRequest) -> func.HttpResponse:
+    """Queue the run while holding the account's lease for an instant.
+
+    Why queue instead of importing inside the request: an import can take minutes (HTTP
+    requests are cut at 230 s on Azure), and the queue worker's own `@singleton` is the one
+    guard that matters, so both paths share one lock and one code path. Taking the same lease
+    here makes the 409 truthful: it is returned exactly while a run of this account holds the
+    lease. A 202 means "queued"; should a run start in between, the queued one waits its turn
+    (deferred), never overlaps.
+    """
+    account = req.route_params["account"]
+    request = ImportRequest.manual(account, datetime.now(UTC).date())
+    enqueue_request(request)
+    log.info("manual import %s/%s queued", account, request.run_id)
+    return _json(202, {
+        "account": account,
+        "run_id": request.run_id,
+        "status": "queued",
+        "report": Layout(account, request.run_id).report,
+    })  # fmt: skip

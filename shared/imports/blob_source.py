@@ -1,0 +1,48 @@
+"""Open an incoming blob as a text stream, one small ranged GET at a time.
+
+The SDK's default first GET fetches up to 32 MiB, so `chunks()` alone would hold a whole
+nightly file in memory, and the SDK's peak while reading one range is about 9x the range
+(measured: 2.4 MB at 256 KiB, 9.5 MB at 1 MiB, 29 MB at 4 MiB). This client asks for
+256 KiB per request (a 7 MB file is 28 GETs), and every range is read with `If-Match` on
+the etag seen when listing: a file replaced mid-import fails the read instead of mixing
+two versions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.storage.blob import BlobServiceClient
+
+from shared.imports.text_stream import ChunkedText
+from shared.storage import StorageAccount, request_counter
+
+CHUNK_BYTES = 256 * 1024
+
+
+@functools.cache
+def _streaming_service(account: StorageAccount) -> Any:
+    return account._build(  # the one factory that knows connection strings and identities
+        BlobServiceClient,
+        account.blob_url,
+        "blob",
+        request_counter,
+        max_single_get_size=CHUNK_BYTES,
+        max_chunk_get_size=CHUNK_BYTES,
+    )
+
+
+def streaming_blob_service(connection: str = "AzureWebJobsStorage") -> Any:
+    """A `BlobServiceClient` whose downloads come in `CHUNK_BYTES` pieces."""
+    return _streaming_service(StorageAccount.from_settings(connection))
+
+
+def open_text(
+    container: str, blob_name: str, etag: str, connection: str = "AzureWebJobsStorage"
+) -> ChunkedText:
+    """The blob's text, decoded as it streams; the read fails if the blob changed since `etag`."""
+    blob = streaming_blob_service(connection).get_blob_client(container, blob_name)
+    download = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+    return ChunkedText(download.chunks())

@@ -1,0 +1,19 @@
+"""The key templates shared by every function that touches an account's import.
+
+One constant each, so the HTTP trigger and the queue trigger can never disagree on the
+lease that makes an account's imports one-at-a-time.
+"""
+
+from __future__ import annotations
+
+#: The per-account lease (`@singleton`): `{account}` is a route parameter or a JSON body field.
+LEASE_KEY = "import-{account}"
+#: The run-once key of one run of one account (for the nightly run, run_id is the run date).
+RUN_KEY = "import-{account}-{run_id}"
+#: The run-once key of the nightly fan-out: one per schedule occurrence, on every instance.
+NIGHTLY_KEY = "nightly-import-{occurrence}"
+
+
+def summary_event_id(account: str, run_id: str) -> str:
+    """The notification event id of a run's summary email (one email per account per run)."""
+    return f"import-{account}-{run_id}"

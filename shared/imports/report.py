@@ -1,0 +1,138 @@
+"""The run report (one JSON blob per run) and the attempt log (one blob per attempt).
+
+The report carries counts, durations, file-level errors, and for each file the first
+rejections with location, member id and reason. Reasons never quote values, so the report
+holds no names or birth dates; the rejected files next to it hold the records themselves.
+An attempt log is written when an attempt starts and again when it ends: overlapping
+attempts of one account would show up there (the scenario checks that there are none).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.lease.owner import instance_id
+
+#: Rejections listed per file in the report (all of them are in the rejected file).
+SAMPLE_REJECTIONS = 20
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+@dataclass
+class FileReport:
+    name: str
+    kind: str
+    status: str = "pending"  # processed | rejected (whole file) | changed (left in incoming)
+    token: int | None = None  # of the attempt that handled it
+    bytes: int = 0
+    records: int = 0
+    imported: int = 0
+    rejected: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+    reasons: Counter[str] = field(default_factory=Counter)
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FileReport:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        known["reasons"] = Counter(known.get("reasons") or {})
+        return cls(**known)
+
+    def reject(self, location: str, member_id: str | None, category: str, reason: str) -> None:
+        self.rejected += 1
+        self.reasons[category] += 1
+        if len(self.rejections) < SAMPLE_REJECTIONS:
+            self.rejections.append(
+                {"location": location, "member_id": member_id, "reason": reason}
+            )
+
+
+@dataclass
+class RunReport:
+    account: str
+    run_id: str
+    run_date: str
+    trigger: str
+    token: int
+    instance: str = field(default_factory=instance_id)
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    status: str = "running"  # running | completed | stale | failed
+    files: list[FileReport] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    @property
+    def imported(self) -> int:
+        return sum(f.imported for f in self.files)
+
+    @property
+    def rejected(self) -> int:
+        return sum(f.rejected for f in self.files)
+
+    @property
+    def duration_s(self) -> float:
+        return (self.finished_at or time.time()) - self.started_at
+
+    def finish(self, status: str) -> None:
+        self.status = status
+        self.finished_at = time.time()
+
+    def to_dict(self) -> dict[str, Any]:
+        files = []
+        for f in self.files:
+            data = asdict(f)
+            data["reasons"] = dict(f.reasons)
+            files.append(data)
+        duration = self.duration_s
+        return {
+            "account": self.account,
+            "run_id": self.run_id,
+            "run_date": self.run_date,
+            "trigger": self.trigger,
+            "token": self.token,
+            "instance": self.instance,
+            "status": self.status,
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+            "duration_s": round(duration, 3),
+            "totals": {
+                "files": len(self.files),
+                "files_processed": sum(f.status == "processed" for f in self.files),
+                "files_rejected": sum(f.status == "rejected" for f in self.files),
+                "files_left_in_incoming": sum(f.status == "changed" for f in self.files),
+                "records": self.records,
+                "imported": self.imported,
+                "rejected": self.rejected,
+                "rows_per_s": round(self.records / duration, 1) if duration > 0 else None,
+            },
+            "errors": self.errors,
+            "files": files,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """What the run-once record stores and the function returns: counts only."""
+        totals = self.to_dict()["totals"]
+        return {"account": self.account, "run_id": self.run_id, "status": self.status, **totals}
+
+    def attempt(self, outcome: str | None = None) -> dict[str, Any]:
+        return {
+            "account": self.account,
+            "run_id": self.run_id,
+            "token": self.token,
+            "instance": self.instance,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at if outcome else None,
+            "outcome": outcome,
+        }

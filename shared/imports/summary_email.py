@@ -1,0 +1,80 @@
+"""One summary email per account per run, through the run-once notification path.
+
+The import enqueues a notification message (see shared.notifications.message) with
+event_id `import-{account}-{run_id}`; the notifications function sends each event id once,
+so a retried or taken-over run cannot email twice. Recipients: app setting
+IMPORT_REPORT_TO (comma-separated); unset means no email. The text holds counts and blob
+names only, no member data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+from shared import settings, storage
+from shared.imports.keys import summary_event_id
+from shared.imports.report import RunReport
+from shared.notifications.message import Notification
+
+log = logging.getLogger("shared.imports")
+
+QUEUE = "%NOTIFICATIONS_QUEUE%"
+
+
+def recipients() -> list[str]:
+    raw = settings.setting("IMPORT_REPORT_TO") or ""
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> Notification:
+    totals = report.to_dict()["totals"]
+    lines = [
+        f"Import of account {report.account}, run {report.run_id} ({report.trigger}): "
+        f"{report.status}.",
+        "",
+        f"Files: {totals['files']} ({totals['files_processed']} processed, "
+        f"{totals['files_rejected']} rejected as a whole, "
+        f"{totals['files_left_in_incoming']} left in incoming)",
+        f"Records: {totals['records']}; imported {totals['imported']}; "
+        f"rejected {totals['rejected']}",
+        f"Duration: {report.duration_s:.1f} s",
+        "",
+    ]
+    for f in report.files:
+        line = f"- {f.name}: {f.status}, {f.imported} imported, {f.rejected} rejected"
+        lines.append(line + (f" ({f.error})" if f.error else ""))
+    lines += ["", f"Report: {report_blob}"]
+    return Notification(
+        event_id=summary_event_id(report.account, report.run_id),
+        type="import.summary",
+        to=tuple(to),
+        subject=(
+            f"Import {report.account} {report.run_id}: {totals['imported']} imported, "
+            f"{totals['rejected']} rejected"
+        ),
+        text="\n".join(lines),
+    )
+
+
+def enqueue_summary(
+    report: RunReport, report_blob: str, connection: str = "AzureWebJobsStorage"
+) -> bool:
+    """Enqueue the summary email; False when no recipients are configured."""
+    to = recipients()
+    if not to:
+        log.info("import %s/%s: IMPORT_REPORT_TO unset, no summary email", report.account,
+                 report.run_id)  # fmt: skip
+        return False
+    notification = summary_notification(report, report_blob, to)
+    client = storage.queue_client(settings.resolve_placeholders(QUEUE), connection)
+    body = notification.to_json().encode("utf-8")
+    try:
+        client.send_message(body)
+    except ResourceNotFoundError:
+        with contextlib.suppress(ResourceExistsError):
+            client.create_queue()
+        client.send_message(body)
+    return True

@@ -1,0 +1,49 @@
+"""What the import tests look at: the blobs, rows and messages an import left behind."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shared import storage
+from shared.imports.layout import imports_container
+from shared.imports.member_table import STATE_ROW, members_table
+
+
+@dataclass(frozen=True)
+class ImportsEnv:
+    """Names this test's app uses, and small helpers to look at what an import did."""
+
+    container: str
+    table: str
+    queue: str
+    notifications_queue: str
+
+    def upload(self, account: str, name: str, data: bytes) -> None:
+        imports_container(create=True).upload_blob(f"{account}/incoming/{name}", data)
+
+    def blob_names(self, prefix: str = "") -> list[str]:
+        return sorted(b.name for b in imports_container().list_blobs(name_starts_with=prefix))
+
+    def read(self, name: str) -> bytes:
+        return bytes(imports_container().download_blob(name).readall())
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.read(name))
+
+    def rejected_lines(self, name: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.read(name).decode().splitlines()]
+
+    def members(self, account: str) -> dict[str, dict[str, Any]]:
+        """Member rows of `account` by RowKey (the state row left out)."""
+        rows = members_table().query_entities(f"PartitionKey eq '{account}'")
+        return {r["RowKey"]: dict(r) for r in rows if r["RowKey"] != STATE_ROW}
+
+    def state(self, account: str) -> dict[str, Any]:
+        return dict(members_table().get_entity(account, STATE_ROW))
+
+    def messages(self, queue: str) -> list[dict[str, Any]]:
+        client = storage.queue_client(queue)
+        found = client.peek_messages(max_messages=32)
+        return [json.loads(m.content) for m in found]
