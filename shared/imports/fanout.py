@@ -8,12 +8,11 @@ names the same night.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from datetime import UTC, date, datetime, timedelta
 
 import azure.functions as func
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError
 
 from shared import ncrontab, settings, storage
 from shared.imports.accounts import configured_accounts, discovered_accounts
@@ -64,14 +63,8 @@ def accounts_to_import(connection: str = "AzureWebJobsStorage") -> tuple[list[st
 
 def enqueue_request(request: ImportRequest, connection: str = "AzureWebJobsStorage") -> None:
     """Put one import request on IMPORT_QUEUE (created if missing)."""
-    client = storage.queue_client(settings.resolve_placeholders(QUEUE), connection)
     body = request.to_json().encode("utf-8")
-    try:
-        client.send_message(body)
-    except ResourceNotFoundError:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        client.send_message(body)
+    storage.send_message(settings.resolve_placeholders(QUEUE), body, connection=connection)
 
 
 def enqueue_imports(

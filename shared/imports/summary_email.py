@@ -9,10 +9,7 @@ names only, no member data.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from shared import settings, storage
 from shared.imports.keys import summary_event_id
@@ -69,12 +66,6 @@ def enqueue_summary(
                  report.run_id)  # fmt: skip
         return False
     notification = summary_notification(report, report_blob, to)
-    client = storage.queue_client(settings.resolve_placeholders(QUEUE), connection)
     body = notification.to_json().encode("utf-8")
-    try:
-        client.send_message(body)
-    except ResourceNotFoundError:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        client.send_message(body)
+    storage.send_message(settings.resolve_placeholders(QUEUE), body, connection=connection)
     return True
