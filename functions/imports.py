@@ -21,7 +21,7 @@ from typing import Any
 
 import azure.functions as func
 
-from shared import poison
+from shared import ncrontab, poison
 from shared.busy import Busy
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.fanout import (
@@ -30,7 +30,6 @@ from shared.imports.fanout import (
     accounts_to_import,
     enqueue_imports,
     enqueue_request,
-    fired_occurrence,
 )
 from shared.imports.importer import run_import
 from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, RUN_KEY
@@ -56,7 +55,7 @@ def nightly_import(timer: func.TimerRequest) -> dict[str, Any]:
     60 s and a waiting instance, or the host's past-due catch-up after a restart, takes
     over. A duplicate fan-out would be harmless anyway: each account's run is run-once.
     """
-    occurrence = fired_occurrence(timer, SCHEDULE)
+    occurrence = ncrontab.fired_occurrence(SCHEDULE, timer.schedule_status)
     accounts, skipped = accounts_to_import()
     requests = enqueue_imports(accounts, occurrence.date())
     log.info(

@@ -15,7 +15,7 @@ import inspect
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import azure.functions as func
@@ -96,22 +96,15 @@ def _json_object(message: func.QueueMessage) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _occurrence(template: str, timer: func.TimerRequest, schedule: str | None) -> str:
+def _occurrence(
+    template: str, timer: func.TimerRequest, schedule: str | None, now: datetime | None = None
+) -> str:
     """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
 
-    Taken from the schedule, not from the instance's clock: the occurrence just before the
-    host's `ScheduleStatus.Next` when it is given, else the latest one at or before now.
+    Taken from the host's schedule status and the schedule (`ncrontab.fired_occurrence`),
+    not from the instance's clock alone, so every instance derives the same key.
     """
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
-    status = timer.schedule_status or {}
-    next_text = status.get("Next")
-    if next_text:
-        nxt = datetime.fromisoformat(str(next_text).replace("Z", "+00:00"))
-        moment = ncrontab.previous_occurrence(schedule, nxt - _EPSILON)
-    else:
-        moment = ncrontab.previous_occurrence(schedule, datetime.now(UTC))
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_EPSILON = datetime.fromtimestamp(0.001, UTC) - datetime.fromtimestamp(0, UTC)
+    moment = ncrontab.fired_occurrence(schedule, timer.schedule_status, now)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

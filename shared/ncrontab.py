@@ -6,7 +6,9 @@ them last, so the fields are rotated. Five-field cron is accepted as "at second 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from croniter import croniter
 
@@ -46,6 +48,29 @@ def previous_occurrence(schedule: str, at_or_before: datetime) -> datetime:
     if nxt <= moment:
         return nxt
     return croniter(to_croniter(schedule), moment).get_prev(datetime)
+
+
+#: A timer may fire a little before its occurrence by its instance's clock (skew).
+EARLY_FIRE = timedelta(seconds=60)
+
+
+def fired_occurrence(
+    schedule: str, status: Mapping[str, Any] | None, now: datetime | None = None
+) -> datetime:
+    """The occurrence a timer invocation stands for (UTC), the same on every instance.
+
+    While the host runs a timer, its ScheduleStatus.Next is the occurrence firing now (it is
+    advanced only after the run), and for a past-due catch-up it is the missed occurrence.
+    Without a status, or with a Next still in the future (written under another schedule),
+    it is the latest occurrence at or before now.
+    """
+    now = _aware(now or datetime.now(UTC))
+    text = (status or {}).get("Next") if isinstance(status, Mapping) else None
+    if text:
+        moment = _aware(datetime.fromisoformat(str(text).replace("Z", "+00:00")))
+        if moment <= now + EARLY_FIRE:
+            return moment.astimezone(UTC)
+    return previous_occurrence(schedule, now).astimezone(UTC)
 
 
 _ONE_SECOND = datetime.fromtimestamp(1, UTC) - datetime.fromtimestamp(0, UTC)

@@ -9,12 +9,11 @@ names the same night.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 
-import azure.functions as func
 from azure.core.exceptions import ResourceNotFoundError
 
-from shared import ncrontab, settings, storage
+from shared import settings, storage
 from shared.imports.accounts import configured_accounts, discovered_accounts
 from shared.imports.layout import imports_container
 from shared.imports.request import ImportRequest
@@ -23,29 +22,6 @@ log = logging.getLogger("shared.imports")
 
 QUEUE = "%IMPORT_QUEUE%"
 SCHEDULE = "%IMPORT_SCHEDULE%"
-#: A timer may fire a little before its occurrence (clock skew); the host allows for ~1 s.
-EARLY_FIRE = timedelta(seconds=60)
-
-
-def fired_occurrence(
-    timer: func.TimerRequest, schedule: str, now: datetime | None = None
-) -> datetime:
-    """The schedule occurrence this invocation stands for (UTC).
-
-    During an invocation the host's ScheduleStatus.Next is the occurrence now firing (it is
-    advanced only after the run), and for a past-due catch-up it is the missed occurrence.
-    A Next still in the future belongs to some other schedule (status written before the
-    schedule changed), so the latest occurrence at or before now is used instead.
-    """
-    now = now or datetime.now(UTC)
-    status = timer.schedule_status or {}
-    text = status.get("Next") if isinstance(status, dict) else None
-    if text:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        if moment <= now + EARLY_FIRE:
-            return moment.astimezone(UTC)
-    return ncrontab.previous_occurrence(schedule, now).astimezone(UTC)
 
 
 def accounts_to_import(connection: str = "AzureWebJobsStorage") -> tuple[list[str], int]:

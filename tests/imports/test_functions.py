@@ -15,11 +15,11 @@ from azure.functions.timer import TimerRequest
 from devhost.scenarios import _import_samples as samples
 from functions.imports import import_account, nightly_import, run_import_now
 from shared import storage
-from shared.imports.fanout import fired_occurrence
 from shared.imports.keys import NIGHTLY_KEY
 from shared.imports.request import ImportRequest
 from shared.key_templates import resolve_key
 from shared.lease import BlobLease
+from shared.ncrontab import fired_occurrence
 from shared.once import BlobRecordStore, OnceHandler
 from tests.imports.support import ImportsEnv
 
@@ -54,8 +54,7 @@ def test_every_instance_fires_the_timer_and_one_fan_out_happens(imports_env: Imp
     assert results[0]["accounts"] == ["acme", "beta"]
     assert results[1:] == [results[0]] * 2  # the stored result of the one fan-out
     bodies = imports_env.messages(imports_env.queue)
-    assert sorted((b["account"], b["run_id"]) for b in bodies) == [
-        ("acme", NIGHT), ("beta", NIGHT)]
+    assert sorted((b["account"], b["run_id"]) for b in bodies) == [("acme", NIGHT), ("beta", NIGHT)]
 
 
 def test_a_past_due_occurrence_is_caught_up_once(imports_env: ImportsEnv) -> None:
@@ -80,11 +79,15 @@ def test_a_fan_out_that_died_half_way_is_taken_over(imports_env: ImportsEnv) -> 
 def test_the_run_date_is_the_occurrence_that_fired() -> None:
     now = datetime(2026, 11, 22, 2, 0, 3, tzinfo=UTC)
     on_time = timer("2026-11-22T02:00:00+00:00")
-    assert fired_occurrence(on_time, "0 0 2 * * *", now).date() == date(2026, 11, 22)
+    assert fired_occurrence("0 0 2 * * *", on_time.schedule_status, now).date() == date(
+        2026, 11, 22
+    )
     stale_status = timer("2026-12-25T02:00:00+00:00")  # written under another schedule
-    assert fired_occurrence(stale_status, "0 0 2 * * *", now) == now.replace(second=0)
+    assert fired_occurrence("0 0 2 * * *", stale_status.schedule_status, now) == now.replace(
+        second=0
+    )
     no_status = TimerRequest(past_due=False, schedule_status=None)
-    assert fired_occurrence(no_status, "0 0 2 * * *", now) == now.replace(second=0)
+    assert fired_occurrence("0 0 2 * * *", no_status.schedule_status, now) == now.replace(second=0)
 
 
 def test_queue_delivery_imports_once_and_a_duplicate_does_nothing(
@@ -149,7 +152,10 @@ def test_http_run_queues_a_manual_run_under_the_same_lease(imports_env: ImportsE
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-manual-[0-9a-f]{8}", body["run_id"])
     (queued,) = imports_env.messages(imports_env.queue)
     assert (queued["account"], queued["run_id"], queued["trigger"]) == (
-        "acme", body["run_id"], "manual")
+        "acme",
+        body["run_id"],
+        "manual",
+    )
     import_account(func.QueueMessage(id="m", body=json.dumps(queued).encode()))
     report = imports_env.read_json(body["report"])
     assert report["trigger"] == "manual" and report["totals"]["imported"] == 3

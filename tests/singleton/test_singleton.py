@@ -122,8 +122,9 @@ def test_setting_and_timer_occurrence_in_scope(
     def tick(timer: func.TimerRequest) -> str:
         return current_lease().key
 
-    late = TimerRequest(schedule_status={"Next": "2026-11-23T02:00:00+00:00"})
-    assert tick(late) == "nightly-2026-11-22T02:00:00Z"
+    # While the host runs a timer, ScheduleStatus.Next is the occurrence firing now.
+    firing = TimerRequest(schedule_status={"Next": "2026-11-22T02:00:00+00:00"})
+    assert tick(firing) == "nightly-2026-11-22T02:00:00Z"
 
 
 def test_missing_template_field_is_a_clear_error(storage_env: str) -> None:
@@ -178,13 +179,39 @@ def test_defer_without_queue_is_refused_at_decoration() -> None:
         singleton("x", on_busy=Busy.DEFER)
 
 
-def test_occurrence_is_the_same_on_every_instance_however_late() -> None:
+def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:
     from shared.key_templates import _occurrence
 
-    a = TimerRequest(schedule_status={"Next": "2026-11-23T02:00:00Z"})
-    b = TimerRequest(past_due=True, schedule_status={"Next": "2026-11-23T02:00:00Z"})
-    assert _occurrence("t", a, "0 0 2 * * *") == _occurrence("t", b, "0 0 2 * * *")
-    now = datetime.now(UTC)
-    assert _occurrence("t", TimerRequest(), "0 * * * * *").startswith(
-        now.strftime("%Y-%m-%dT%H:")
+    nightly = "0 0 2 * * *"
+    status = {"Next": "2026-11-22T02:00:00Z"}  # the host's status during tonight's run
+    on_time = datetime(2026, 11, 22, 2, 0, 0, 300_000, tzinfo=UTC)
+    late = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)  # a past-due catch-up hours later
+    assert _occurrence("t", TimerRequest(schedule_status=status), nightly, on_time) == (
+        "2026-11-22T02:00:00Z"
     )
+    assert _occurrence("t", TimerRequest(past_due=True, schedule_status=status), nightly, late) == (
+        "2026-11-22T02:00:00Z"
+    )
+
+
+def test_first_night_without_status_and_next_night_get_different_keys() -> None:
+    """Regression: reading Next as "the occurrence after this one" gave night 2 night 1's key."""
+    from shared.key_templates import _occurrence
+
+    nightly = "0 0 2 * * *"
+    first = _occurrence("t", TimerRequest(), nightly, datetime(2026, 11, 22, 2, 0, 1, tzinfo=UTC))
+    second = _occurrence(
+        "t",
+        TimerRequest(schedule_status={"Next": "2026-11-23T02:00:00Z"}),
+        nightly,
+        datetime(2026, 11, 23, 2, 0, 1, tzinfo=UTC),
+    )
+    assert (first, second) == ("2026-11-22T02:00:00Z", "2026-11-23T02:00:00Z")
+
+
+def test_status_written_under_another_schedule_is_ignored() -> None:
+    from shared.key_templates import _occurrence
+
+    stale = TimerRequest(schedule_status={"Next": "2026-12-25T02:00:00Z"})
+    now = datetime(2026, 11, 22, 2, 0, 3, tzinfo=UTC)
+    assert _occurrence("t", stale, "0 0 2 * * *", now) == "2026-11-22T02:00:00Z"
