@@ -187,9 +187,14 @@ def queue_client(queue_name: str, connection: str = "AzureWebJobsStorage") -> An
 
     (`QueueServiceClient.get_queue_client` does not pass its encoding policies on.)
     """
+    return encoded_queue_client(queue_service(connection), queue_name)
+
+
+def encoded_queue_client(service: Any, queue_name: str) -> Any:
+    """A `QueueClient` of `service` for `queue_name`, with the host's base64 encoding."""
     from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
 
-    return queue_service(connection).get_queue_client(
+    return service.get_queue_client(
         queue_name,
         message_encode_policy=BinaryBase64EncodePolicy(),
         message_decode_policy=BinaryBase64DecodePolicy(),

@@ -7,22 +7,25 @@ A scenario module in this package defines NAME, HELP, `add_arguments(parser)` an
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
 
+from devhost import services
 from devhost.app_settings import AppSettings, load_app_settings
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
-from shared.storage import RequestCounter, StorageAccount
+from shared.storage import RequestCounter, StorageAccount, encoded_queue_client
 
 log = logging.getLogger("devhost.scenario")
 
@@ -72,14 +75,31 @@ def _account(connection: str) -> StorageAccount:
 
 
 def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
-    """A queue client with the host's base64 message encoding (set on the queue client itself:
-    a QueueServiceClient does not hand its encode policy on to `get_queue_client`)."""
+    """A queue client with the host's encoding, counted as the scenario's, not the app's."""
     service = _account(connection).queue_service(counter=scenario_counter)
-    return service.get_queue_client(
-        name,
-        message_encode_policy=BinaryBase64EncodePolicy(),
-        message_decode_policy=BinaryBase64DecodePolicy(),
-    )
+    return encoded_queue_client(service, name)
+
+
+@contextlib.contextmanager
+def scenario_storage(private_azurite: bool) -> Iterator[None]:
+    """Run against a private Azurite when asked, else the account AzureWebJobsStorage names."""
+    if not private_azurite:
+        yield
+        return
+    with services.azurite() as azurite:
+        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+        yield
+
+
+def print_report(report: Any, as_json: bool, kept: str) -> int:
+    """One JSON object (or the summary) on stdout; the exit code says whether the run was ok."""
+    if as_json:
+        print(json.dumps({**asdict(report), "ok": report.ok}), flush=True)
+    else:
+        print(report.summary(), flush=True)
+    if not report.ok:
+        print(f"run {report.run_id} failed; {kept}", file=sys.stderr)
+    return 0 if report.ok else 1
 
 
 def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:

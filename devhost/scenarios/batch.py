@@ -11,18 +11,14 @@ POST), completion latency after each job's last unit, storage requests per unit,
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import statistics
-import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from devhost import services
 from devhost.scenarios import _common
 from devhost.scenarios._callbacks import CallbackReceiver
 from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
@@ -337,16 +333,6 @@ def main(args: argparse.Namespace) -> int:
             backlog=args.backlog,
         )
 
-    if args.azurite:
-        with services.azurite() as azurite:
-            os.environ["AzureWebJobsStorage"] = azurite.connection_string
-            report = go()
-    else:
+    with _common.scenario_storage(args.azurite):
         report = go()
-    if args.json:
-        print(json.dumps({**asdict(report), "ok": report.ok}), flush=True)
-    else:
-        print(report.summary(), flush=True)
-    if not report.ok:
-        print(f"run {report.run_id} failed; its queues and blobs are kept", file=sys.stderr)
-    return 0 if report.ok else 1
+    return _common.print_report(report, args.json, kept="its queues and blobs are kept")

@@ -15,15 +15,12 @@ import argparse
 import itertools
 import json
 import logging
-import os
 import socket
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from devhost import services
 from devhost.scenarios import _common
 from devhost.scenarios import _import_samples as samples
 from devhost.supervisor import HostOptions, Supervisor
@@ -343,17 +340,9 @@ def main(args: argparse.Namespace) -> int:
             log_level=args.log_level,
         )  # fmt: skip
 
-    if args.azurite or _development_storage_down(args.app_dir):
+    private = args.azurite or _development_storage_down(args.app_dir)
+    if private:
         log.info("starting a private Azurite for this run")
-        with services.azurite() as azurite:
-            os.environ["AzureWebJobsStorage"] = azurite.connection_string
-            report = go()
-    else:
+    with _common.scenario_storage(private):
         report = go()
-    if args.json:
-        print(json.dumps(report.to_dict()), flush=True)
-    else:
-        print(report.summary(), flush=True)
-    if not report.ok:
-        print(f"run {report.run_id} failed; its storage is kept for inspection", file=sys.stderr)
-    return 0 if report.ok else 1
+    return _common.print_report(report, args.json, kept="its storage is kept for inspection")

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from devhost.scenarios import _common
 from devhost.supervisor import HostOptions, Supervisor
@@ -210,11 +209,5 @@ def main(args: argparse.Namespace) -> int:
         keep=args.keep,
         log_level=args.log_level,
     )
-    if args.json:
-        print(json.dumps({**asdict(report), "ok": report.ok}), flush=True)
-    else:
-        print(report.summary(), flush=True)
-    if not report.ok:
-        kept = "" if args.keep else " (its outbox container is kept for inspection)"
-        print(f"run {report.run_id} failed{kept}", file=sys.stderr)
-    return 0 if report.ok else 1
+    kept = "its storage is kept" if args.keep else "its outbox container is kept for inspection"
+    return _common.print_report(report, args.json, kept=kept)
