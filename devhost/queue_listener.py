@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 from azure.storage.queue import BinaryBase64EncodePolicy
 
@@ -314,7 +314,9 @@ class QueueListener:
         with delivery.lock:
             try:
                 self._queue.delete_message(delivery.message.id, delivery.pop_receipt)
-            except ResourceNotFoundError:
+            except HttpResponseError as error:
+                if not _taken_by_another_delivery(error):
+                    raise
                 log.warning(
                     "%s: message %s was already gone at delete (its visibility expired and "
                     "another delivery took it)",
@@ -331,7 +333,9 @@ class QueueListener:
                     delivery.pop_receipt,
                     visibility_timeout=int(self.options.visibility_timeout),
                 )
-            except ResourceNotFoundError:
+            except HttpResponseError as error:
+                if not _taken_by_another_delivery(error):
+                    raise
                 log.warning(
                     "%s: message %s was gone when releasing it",
                     self.function.name,
@@ -384,3 +388,9 @@ class QueueListener:
                     delivery.message.id,
                     error,
                 )
+
+
+def _taken_by_another_delivery(error: HttpResponseError) -> bool:
+    """Our pop receipt is stale: the message is gone, or it became visible again and another
+    delivery dequeued it (404 MessageNotFound, or 400 PopReceiptMismatch)."""
+    return isinstance(error, ResourceNotFoundError) or error.error_code == "PopReceiptMismatch"

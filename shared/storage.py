@@ -123,10 +123,11 @@ class StorageAccount:
             raise settings.SettingMissing(f"AzureWebJobsStorage__{service}ServiceUri")
         return client_cls(url, credential=self._credential(), **kwargs)
 
-    def blob_service(self, counter: RequestCounter = request_counter) -> Any:
+    def blob_service(self, counter: RequestCounter = request_counter, **options: Any) -> Any:
+        """A new `BlobServiceClient`; `options` are client options (e.g. `max_chunk_get_size`)."""
         from azure.storage.blob import BlobServiceClient
 
-        return self._build(BlobServiceClient, self.blob_url, "blob", counter)
+        return self._build(BlobServiceClient, self.blob_url, "blob", counter, **options)
 
     def queue_service(self, counter: RequestCounter = request_counter) -> Any:
         """Queue service client with base64 message encoding, the host's default.

@@ -26,6 +26,8 @@ class SampleMember:
     plan: str
     coverage_start: str
     coverage_end: str
+    maintenance: str = "030"  # 834 INS03: 030 audit (full file), 021 addition, 024 termination
+    eligibility_end: str = ""  # 834 DTP*357 in loop 2000, if any
 
     @property
     def valid(self) -> bool:
@@ -76,8 +78,9 @@ def edi_segments(rows: Iterator[SampleMember] | list[SampleMember]) -> list[str]
     ]
     for m in rows:
         body += [
-            "INS*Y*18*030*XN*A*E**FT",
+            f"INS*Y*18*{m.maintenance}*XN*A*E**FT",
             f"REF*0F*{m.member_id}",
+            *([f"DTP*357*D8*{_d8(m.eligibility_end)}"] if m.eligibility_end else []),
             f"NM1*IL*1*{m.last_name}*{m.first_name}",
             f"DMG*D8*{_d8(m.date_of_birth)}*F",
             f"HD*030**HLT*{m.plan}",

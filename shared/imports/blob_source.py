@@ -14,24 +14,16 @@ import functools
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.storage.blob import BlobServiceClient
 
 from shared.imports.text_stream import ChunkedText
-from shared.storage import StorageAccount, request_counter
+from shared.storage import StorageAccount
 
 CHUNK_BYTES = 256 * 1024
 
 
 @functools.cache
 def _streaming_service(account: StorageAccount) -> Any:
-    return account._build(  # the one factory that knows connection strings and identities
-        BlobServiceClient,
-        account.blob_url,
-        "blob",
-        request_counter,
-        max_single_get_size=CHUNK_BYTES,
-        max_chunk_get_size=CHUNK_BYTES,
-    )
+    return account.blob_service(max_single_get_size=CHUNK_BYTES, max_chunk_get_size=CHUNK_BYTES)
 
 
 def streaming_blob_service(connection: str = "AzureWebJobsStorage") -> Any:

@@ -11,6 +11,10 @@ dates, lengths) as it streams; this module only groups its segments into member 
     plan            HD04 of the first 2300 loop, else its HD03 (insurance line code)
     coverage_start  DTP*348 of that 2300 loop; coverage_end DTP*349 (optional)
 
+A termination (INS03=024) is imported as the member with its end date: DTP*349, else the
+member's eligibility end DTP*357 (loop 2000). One without either is rejected, because an
+upsert without an end date would turn the termination into open-ended coverage.
+
 Reading a file takes two passes (two streamed downloads, memory stays flat):
 `check_envelope` first: an ISA/GS/ST-level error, a missing trailer (a truncated file),
 bytes after the last segment, or an error outside any member loop rejects the whole file,
@@ -37,6 +41,7 @@ from shared.imports.validation import member_id_of
 
 _D8 = re.compile(r"\d{8}")
 MAX_REASONS = 5
+TERMINATION = "024"  # INS03: cancellation or termination
 
 
 @dataclass
@@ -150,6 +155,8 @@ class _MemberLoop:
     errors: list[str] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)
     subscriber: bool = False
+    maintenance: str = ""
+    eligibility_end: str = ""
     ref_0f: str = ""
     ref_23: str = ""
     coverage_loops: int = 0
@@ -160,6 +167,7 @@ class _MemberLoop:
         value = seg.data.get_value if seg.data is not None else (lambda _: None)
         if seg.seg_id == "INS":
             self.subscriber = value("INS01") == "Y"
+            self.maintenance = value("INS03") or ""
         elif seg.seg_id == "REF" and "/2000/" in seg.path and "/2300" not in seg.path:
             qualifier, ident = value("REF01"), value("REF02") or ""
             if qualifier == "0F":
@@ -171,6 +179,8 @@ class _MemberLoop:
             self.values["first_name"] = value("NM104") or ""
         elif seg.seg_id == "DMG" and value("DMG01") == "D8":
             self.values["date_of_birth"] = _iso(value("DMG02"))
+        elif seg.seg_id == "DTP" and seg.path.endswith("/2000/DTP") and value("DTP01") == "357":
+            self.eligibility_end = _iso(value("DTP03"))
         elif seg.seg_id == "HD":
             self.coverage_loops += 1
             if self.coverage_loops == 1:
@@ -185,12 +195,17 @@ class _MemberLoop:
     def record(self) -> SourceRecord:
         member_id = self.ref_23 or (self.ref_0f if self.subscriber else "")
         fields = {"member_id": member_id, "coverage_end": "", **self.values}
+        termination = self.maintenance == TERMINATION
+        if termination and not fields["coverage_end"]:
+            fields["coverage_end"] = self.eligibility_end
         error = None
         if self.errors:
             extra = len(self.errors) - MAX_REASONS
             error = "; ".join(self.errors[:MAX_REASONS]) + (f"; {extra} more" if extra > 0 else "")
         elif not member_id:
             error = "member_id: a dependent (INS01=N) needs its own id in REF*23"
+        elif termination and not fields["coverage_end"]:
+            error = "coverage_end: a termination (INS03=024) needs DTP*349 or DTP*357"
         raw = "\n".join(self.segments) + "\n"  # each segment keeps its own terminator
         return SourceRecord(
             self.number, "segment", raw, fields=fields, error=error,

@@ -50,9 +50,7 @@ class FileReport:
         self.rejected += 1
         self.reasons[category] += 1
         if len(self.rejections) < SAMPLE_REJECTIONS:
-            self.rejections.append(
-                {"location": location, "member_id": member_id, "reason": reason}
-            )
+            self.rejections.append({"location": location, "member_id": member_id, "reason": reason})
 
 
 @dataclass

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
+from azure.core.exceptions import HttpResponseError
 from devhost_testkit import Records, StorageHelper, wait_for
+
+from devhost.queue_listener import _taken_by_another_delivery
 
 
 def test_a_good_message_runs_once_and_is_deleted(
@@ -74,3 +79,37 @@ def test_stopping_lets_an_in_flight_invocation_finish(
     assert reports[0]["final"] is True
     assert reports[0]["successes"] == {"sample_queue": 1}
     assert host.exit_codes() == {0: 0}
+
+
+def test_a_stale_pop_receipt_is_recognised_as_another_delivery_not_a_failure(
+    storage: StorageHelper,
+) -> None:
+    """Delete/release with a pop receipt whose visibility ran out: Azurite says 400
+    PopReceiptMismatch (or 404 once deleted); the listener logs it instead of failing."""
+    queue = storage.queue(f"stale-{uuid.uuid4().hex[:8]}")
+    queue.create_queue()
+    queue.send_message(b"m")
+    first = queue.receive_message(visibility_timeout=1)
+    time.sleep(1.5)
+    second = queue.receive_message(visibility_timeout=30)  # another delivery takes it
+    errors = []
+    for call in (
+        lambda: queue.delete_message(first.id, first.pop_receipt),
+        lambda: queue.update_message(first.id, first.pop_receipt, visibility_timeout=0),
+    ):
+        try:
+            call()
+        except HttpResponseError as error:
+            errors.append(error)
+    queue.delete_message(second.id, second.pop_receipt)
+    try:
+        queue.delete_message(second.id, second.pop_receipt)
+    except HttpResponseError as error:
+        errors.append(error)
+    assert len(errors) == 3 and all(_taken_by_another_delivery(e) for e in errors)
+    try:
+        queue.update_message(second.id, "not-a-receipt", visibility_timeout=-5)
+    except HttpResponseError as error:
+        assert not _taken_by_another_delivery(error), error.error_code
+    else:
+        raise AssertionError("a negative visibility timeout should be refused")

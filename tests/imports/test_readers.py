@@ -126,6 +126,26 @@ def test_834_member_errors_reject_one_member_and_mask_values() -> None:
     assert "REF*23" in (records[2].error or "")  # a dependent needs its own id
 
 
+def test_an_834_termination_carries_its_end_date_or_is_rejected() -> None:
+    """INS03=024 upserted without an end date would reopen the member's coverage."""
+    from dataclasses import replace
+
+    base = list(samples.members(4))
+    rows = [
+        replace(base[0], maintenance="024", coverage_end="2026-11-30"),  # DTP*349
+        replace(base[1], maintenance="024", coverage_end="", eligibility_end="2026-10-31"),
+        replace(base[2], maintenance="024", coverage_end=""),  # no end date at all
+        replace(base[3], maintenance="021", coverage_end=""),  # an addition: open-ended is fine
+    ]
+    data = samples.edi_bytes(rows)
+    assert check_envelope(chunks(data, 64)) == []
+    records = list(read_834(chunks(data, 64)))
+    assert [r.error for r in records[:2]] == [None, None]
+    assert [(r.fields or {})["coverage_end"] for r in records[:2]] == ["2026-11-30", "2026-10-31"]
+    assert "INS03=024" in (records[2].error or "") and records[2].member_id == rows[2].member_id
+    assert records[3].error is None and (records[3].fields or {})["coverage_end"] == ""
+
+
 @pytest.mark.parametrize(
     ("mutate", "reason"),
     [
