@@ -111,13 +111,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from devhost import services
-    from devhost.scenarios import notifications
+    from devhost.scenarios import _common, notifications
 
     _interrupt_on_sigterm()
-    log.info("starting Azurite for the demo")
-    with services.azurite() as azurite:
-        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+    with _common.scenario_storage(private_azurite=True):
         report = notifications.run(
             args.instances,
             args.events,
@@ -126,8 +123,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             backlog=args.backlog,
             log_level=args.log_level,
         )
-    print(report.summary(), flush=True)
-    return 0 if report.ok else 1
+    kept = "rerun the scenario with --keep to inspect its storage"
+    return _common.print_report(report, as_json=False, kept=kept)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -47,12 +48,15 @@ def use_app_settings(app_dir: str = ".") -> AppSettings:
     return settings
 
 
-def functions_bound_to(setting: str, app_module: str, app_dir: str = ".") -> list[str]:
-    """The app's functions whose trigger names `%setting%` (found by indexing the app), so a
-    scenario runs only the functions it measures."""
+def functions_bound_to(
+    settings: str | Iterable[str], app_module: str, app_dir: str = "."
+) -> list[str]:
+    """The app's functions whose trigger names `%setting%` for any of `settings` (found by
+    indexing the app once: the azure-functions library refuses a second `get_functions()` on
+    the same app object), so a scenario runs only the functions it measures."""
     from devhost.indexing import QueueTrigger, TimerTrigger, load_functions
 
-    placeholder = f"%{setting}%"
+    wanted = [settings] if isinstance(settings, str) else list(settings)
     names = []
     for function in load_functions(app_module, app_dir):
         trigger = function.trigger
@@ -63,11 +67,11 @@ def functions_bound_to(setting: str, app_module: str, app_dir: str = ".") -> lis
             if isinstance(trigger, TimerTrigger)
             else ""
         )
-        if placeholder in text:
+        if any(f"%{setting}%" in text for setting in wanted):
             names.append(function.name)
     if not names:
-        raise LookupError(f"{app_module} has no function triggered through {placeholder}")
-    return names
+        raise LookupError(f"{app_module} has no function triggered through {wanted}")
+    return sorted(names)
 
 
 def _account(connection: str) -> StorageAccount:
@@ -81,14 +85,28 @@ def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
 
 
 @contextlib.contextmanager
-def scenario_storage(private_azurite: bool) -> Iterator[None]:
-    """Run against a private Azurite when asked, else the account AzureWebJobsStorage names."""
-    if not private_azurite:
+def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None]:
+    """Run against a private Azurite when asked, or when the app's storage is the local
+    emulator (`UseDevelopmentStorage=true`) and nothing listens on its port; else against the
+    account AzureWebJobsStorage names."""
+    if not (private_azurite or _development_storage_down(app_dir)):
         yield
         return
+    log.info("starting a private Azurite for this run")
     with services.azurite() as azurite:
         os.environ["AzureWebJobsStorage"] = azurite.connection_string
         yield
+
+
+def _development_storage_down(app_dir: str) -> bool:
+    value = load_app_settings(app_dir).values.get("AzureWebJobsStorage", "") or ""
+    if value.strip().rstrip(";").lower() != "usedevelopmentstorage=true":
+        return False
+    try:
+        socket.create_connection(("127.0.0.1", 10000), 0.5).close()
+    except OSError:
+        return True
+    return False
 
 
 def print_report(report: Any, as_json: bool, kept: str) -> int:

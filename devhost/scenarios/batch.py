@@ -314,7 +314,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--azurite",
         action="store_true",
-        help="start a private Azurite for this run instead of using AzureWebJobsStorage",
+        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
+        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
     )
 
 
@@ -333,6 +334,6 @@ def main(args: argparse.Namespace) -> int:
             backlog=args.backlog,
         )
 
-    with _common.scenario_storage(args.azurite):
+    with _common.scenario_storage(args.azurite, args.app_dir):
         report = go()
     return _common.print_report(report, args.json, kept="its queues and blobs are kept")

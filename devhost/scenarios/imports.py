@@ -15,7 +15,6 @@ import argparse
 import itertools
 import json
 import logging
-import socket
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -134,24 +133,6 @@ def _upload(container: Any, accounts: list[str], rows: int) -> dict[str, int]:
     return expected
 
 
-def _functions_bound_to(settings: tuple[str, ...], app_module: str, app_dir: str) -> list[str]:
-    """The app's functions triggered through any of `%settings%` (one indexing pass: the
-    azure-functions library refuses a second `get_functions()` on the same app object)."""
-    from devhost.indexing import QueueTrigger, TimerTrigger, load_functions
-
-    names = []
-    for function in load_functions(app_module, app_dir):
-        trigger = function.trigger
-        text = (
-            trigger.queue_name if isinstance(trigger, QueueTrigger)
-            else trigger.schedule if isinstance(trigger, TimerTrigger)
-            else ""
-        )  # fmt: skip
-        if any(f"%{setting}%" in text for setting in settings):
-            names.append(function.name)
-    return sorted(names)
-
-
 def _schedule_at(moment: datetime) -> str:
     """A six-field NCRONTAB schedule firing daily at `moment` (UTC, whole seconds)."""
     return f"{moment.second} {moment.minute} {moment.hour} * * *"
@@ -217,7 +198,7 @@ def run(
     container = blob_service.get_container_client(containers["IMPORTS_CONTAINER"])
     expected = _upload(container, names, rows)
     fire_at = (datetime.now(UTC) + timedelta(seconds=fire_after)).replace(microsecond=0)
-    functions = _functions_bound_to(
+    functions = _common.functions_bound_to(
         ("IMPORT_SCHEDULE", "IMPORT_QUEUE", "NOTIFICATIONS_QUEUE"), app_module, app_dir
     )
     options = HostOptions(
@@ -302,18 +283,6 @@ def run(
     return report
 
 
-def _development_storage_down(app_dir: str) -> bool:
-    """True when the app points at the local emulator's default ports and nothing listens."""
-    value = _common.use_app_settings(app_dir).values.get("AzureWebJobsStorage", "")
-    if value.strip().rstrip(";").lower() != "usedevelopmentstorage=true":
-        return False
-    try:
-        socket.create_connection(("127.0.0.1", 10000), 0.5).close()
-    except OSError:
-        return True
-    return False
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", type=int, default=8)
     parser.add_argument("--accounts", type=int, default=5)
@@ -340,9 +309,6 @@ def main(args: argparse.Namespace) -> int:
             log_level=args.log_level,
         )  # fmt: skip
 
-    private = args.azurite or _development_storage_down(args.app_dir)
-    if private:
-        log.info("starting a private Azurite for this run")
-    with _common.scenario_storage(private):
+    with _common.scenario_storage(args.azurite, args.app_dir):
         report = go()
     return _common.print_report(report, args.json, kept="its storage is kept for inspection")

@@ -196,18 +196,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the run's queues and containers for inspection"
     )
+    parser.add_argument(
+        "--azurite",
+        action="store_true",
+        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
+        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    report = run(
-        args.instances,
-        args.events,
-        app_module=args.app,
-        app_dir=args.app_dir,
-        timeout=args.timeout,
-        backlog=args.backlog,
-        keep=args.keep,
-        log_level=args.log_level,
-    )
+    with _common.scenario_storage(args.azurite, args.app_dir):
+        report = run(
+            args.instances,
+            args.events,
+            app_module=args.app,
+            app_dir=args.app_dir,
+            timeout=args.timeout,
+            backlog=args.backlog,
+            keep=args.keep,
+            log_level=args.log_level,
+        )
     kept = "its storage is kept" if args.keep else "its outbox container is kept for inspection"
     return _common.print_report(report, args.json, kept=kept)
