@@ -4,7 +4,7 @@ python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
                       [--app function_app] [--functions NAME...]
                       [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
 python -m devhost scenario notifications --instances 8 --events 1000 [--json]
-python -m devhost demo
+python -m devhost demo             (the notifications scenario on a private Azurite)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import threading
 
 from devhost import scenarios
 from devhost.app_settings import parse_assignment
+from devhost.scenarios import notifications
 from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
@@ -110,23 +111,6 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     return int(args.scenario_main(args))
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from devhost.scenarios import _common, notifications
-
-    _interrupt_on_sigterm()
-    with _common.scenario_storage(private_azurite=True):
-        report = notifications.run(
-            args.instances,
-            args.events,
-            app_module=args.app,
-            app_dir=args.app_dir,
-            backlog=args.backlog,
-            log_level=args.log_level,
-        )
-    kept = "rerun the scenario with --keep to inspect its storage"
-    return _common.print_report(report, as_json=False, kept=kept)
-
-
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--app", default="function_app", help="app module (default function_app)")
@@ -191,10 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", parents=[common], help="Azurite + the notifications scenario, then stop everything"
     )
-    demo.add_argument("--instances", type=_positive, default=8)
-    demo.add_argument("--events", type=int, default=1000)
-    demo.add_argument("--backlog", type=int, default=0, help="see `scenario notifications -h`")
-    demo.set_defaults(handler=cmd_demo)
+    notifications.add_arguments(demo)
+    demo.set_defaults(handler=cmd_scenario, scenario_main=notifications.main, azurite=True)
     return parser
 
 
