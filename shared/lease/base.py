@@ -3,8 +3,8 @@
 `BaseLease` owns acquire/release, waiting with jitter, background renewal, the lost-lease
 signal and the context managers. A backend implements `_try_acquire`, `_renew`, `_release`
 (and may publish an owner record). Renewal is a loop waiting on an Event; unlike a silent
-renewal thread, losing the lease is always visible: `lost` is set, `on_lost` is called,
-`ensure_held()` raises and an error is logged.
+renewal thread, losing the lease is always visible: `is_held` turns False and
+`ensure_held()` raises at once, an error is logged, `on_lost` is called, then `lost` is set.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class BaseLease(ABC):
         self.period = check_period(period)
         self.poll_interval = poll_interval
         self.on_lost = on_lost
+        #: Set once a loss has been handled: logged and `on_lost` returned.
         self.lost = threading.Event()
         self._token: int | None = None
         self._confirmed_at = 0.0  # monotonic time at which the last acquire/renew was sent
@@ -95,7 +96,7 @@ class BaseLease(ABC):
     @property
     def is_held(self) -> bool:
         """True while acquired, not released, not lost, and not past its last confirmed period."""
-        return self._token is not None and not self.lost.is_set() and not self._expired_locally()
+        return self._token is not None and self._lost_error is None and not self._expired_locally()
 
     def acquire(
         self,
@@ -249,12 +250,13 @@ class BaseLease(ABC):
         with self._state_lock:
             if self._lost_error is not None:
                 return
-            self._lost_error = LeaseLost(self.key, self._token, reason)
-            self.lost.set()
+            self._lost_error = LeaseLost(self.key, self._token, reason)  # is_held is False now
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
-        if self.on_lost is not None:
-            try:
+        try:
+            if self.on_lost is not None:
                 self.on_lost(self._lost_error)
-            except Exception:
-                log.exception("on_lost callback of lease %s failed", self.key)
+        except Exception:
+            log.exception("on_lost callback of lease %s failed", self.key)
+        finally:
+            self.lost.set()  # last, so whoever waits on it sees the loss fully handled
