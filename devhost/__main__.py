@@ -18,6 +18,7 @@ import threading
 
 from devhost import scenarios
 from devhost.app_settings import parse_assignment
+from devhost.scenarios import _common as scenario_common
 from devhost.scenarios import notifications
 from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
 from devhost.timer_listener import TIMER_MODES
@@ -170,12 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module in sorted(scenarios.available().items()):
         sub = kinds.add_parser(name, parents=[common], help=getattr(module, "HELP", None))
         module.add_arguments(sub)
+        scenario_common.add_run_arguments(sub)
         sub.set_defaults(handler=cmd_scenario, scenario_main=module.main)
 
     demo = commands.add_parser(
         "demo", parents=[common], help="Azurite + the notifications scenario, then stop everything"
     )
     notifications.add_arguments(demo)
+    scenario_common.add_run_arguments(demo)
     demo.set_defaults(handler=cmd_scenario, scenario_main=notifications.main, azurite=True)
     return parser
 

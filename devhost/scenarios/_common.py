@@ -1,11 +1,13 @@
 """What every scenario needs: run-specific names, queues, parallel enqueue, waiting for drain.
 
 A scenario module in this package defines NAME, HELP, `add_arguments(parser)` and
-`main(args) -> int`; `python -m devhost scenario NAME` finds it without any list to update.
+`main(args) -> int`; `python -m devhost scenario NAME` finds it without any list to update,
+and adds the options all scenarios share (`add_run_arguments`: --json, --keep, --azurite).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -82,6 +84,18 @@ def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
     """A queue client with the host's encoding, counted as the scenario's, not the app's."""
     service = _account(connection).queue_service(counter=scenario_counter)
     return encoded_queue_client(service, name)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every scenario's `main` has: read by `scenario_storage` and `print_report`."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--keep", action="store_true", help="keep the run's storage to inspect")
+    parser.add_argument(
+        "--azurite",
+        action="store_true",
+        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
+        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
+    )
 
 
 @contextlib.contextmanager

@@ -301,21 +301,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="fraction of unit invocations (first deliveries) that SIGKILL their instance",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for jobs")
-    parser.add_argument("--keep", action="store_true", help="keep the run's queues and blobs")
     parser.add_argument(
         "--backlog",
         type=int,
         default=DEFAULT_BACKLOG,
         help="enqueue units while fewer than this many are queued (0: all at once; Azurite "
         "slows down with long queues, see devhost/scenarios/_feeding.py)",
-    )
-    parser.add_argument(
-        "--azurite",
-        action="store_true",
-        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
-        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
     )
 
 

@@ -287,18 +287,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", type=int, default=8)
     parser.add_argument("--accounts", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2000, help="CSV rows per account")
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument(
         "--fire-after", type=float, default=15.0,
         help="seconds from now to the timer's occurrence (the instances must be up by then)",
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--keep", action="store_true", help="keep the run's storage")
-    parser.add_argument(
-        "--azurite", action="store_true",
-        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
-        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
-    )  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:

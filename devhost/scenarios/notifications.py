@@ -182,7 +182,6 @@ def run(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", type=int, default=8, choices=range(1, 257), metavar="N")
     parser.add_argument("--events", type=int, default=1000)
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds to wait for the queues to drain"
     )
@@ -192,15 +191,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BACKLOG,
         help="0 (default): enqueue every event before starting; N: keep at most N events "
         "queued per instance and feed the rest while running (faster on Azurite, more polling)",
-    )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep the run's queues and containers for inspection"
-    )
-    parser.add_argument(
-        "--azurite",
-        action="store_true",
-        help="start a private Azurite for this run instead of using AzureWebJobsStorage "
-        "(also done when it is UseDevelopmentStorage=true and nothing listens on 10000)",
     )
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from devhost.app_settings import instance_settings, load_app_settings, parse_assignment
 from devhost.host_config import HostConfigError, load_host_config, parse_timespan, queue_options
+from devhost.scenarios._common import _development_storage_down
 from devhost.supervisor import HostOptions, Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,3 +88,26 @@ def test_repo_host_json_and_app_setting_overrides() -> None:
     assert overridden.queues.max_polling_interval == 0.2
     assert overridden.queues.max_dequeue_count == 2
     assert overridden.queues.batch_size == 16
+
+
+def test_scenarios_start_azurite_only_when_development_storage_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AzureWebJobsStorage", raising=False)
+    settings = tmp_path / "local.settings.json"
+    def storage_setting(value: str) -> None:
+        settings.write_text(json.dumps({"Values": {"AzureWebJobsStorage": value}}))
+
+    storage_setting("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=eA==")
+    assert _development_storage_down(str(tmp_path)) is False  # a real account: never
+    storage_setting("UseDevelopmentStorage=true")
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", 10000))
+    except OSError:  # something already serves the emulator's port on this machine
+        assert _development_storage_down(str(tmp_path)) is False
+        return
+    with listener:
+        listener.listen()
+        assert _development_storage_down(str(tmp_path)) is False  # an emulator is up
+    assert _development_storage_down(str(tmp_path)) is True
