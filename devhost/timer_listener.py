@@ -178,11 +178,7 @@ class TimerListener:
                 self.function.name,
                 key,
             )
-            self._run_schedule(
-                lambda lease=lease: (
-                    not self._stop.is_set() and lease.is_held and not lease.lost.is_set()
-                )
-            )
+            self._run_schedule(lambda lease=lease: not self._stop.is_set() and lease.is_held)
             if self._stop.is_set():
                 self._release(lease)
                 return

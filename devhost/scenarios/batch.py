@@ -312,8 +312,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    def go() -> BatchReport:
-        return run(
+    with _common.scenario_storage(args.azurite, args.app_dir):
+        report = run(
             args.instances,
             args.jobs,
             args.units,
@@ -325,7 +325,4 @@ def main(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             backlog=args.backlog,
         )
-
-    with _common.scenario_storage(args.azurite, args.app_dir):
-        report = go()
     return _common.print_report(report, args.json, kept="its queues and blobs are kept")

@@ -295,13 +295,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    def go() -> ImportsReport:
-        return run(
+    with _common.scenario_storage(args.azurite, args.app_dir):
+        report = run(
             args.instances, args.accounts, args.rows, app_module=args.app, app_dir=args.app_dir,
             fire_after=args.fire_after, timeout=args.timeout, keep=args.keep,
             log_level=args.log_level,
         )  # fmt: skip
-
-    with _common.scenario_storage(args.azurite, args.app_dir):
-        report = go()
     return _common.print_report(report, args.json, kept="its storage is kept for inspection")
