@@ -9,10 +9,12 @@ PYTEST_ARGS ?=
 
 setup: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	# The library as an editable install, so a change to it is tested without reinstalling.
+	$(PY) -m pip install --quiet --no-deps -e packages/blobsingleton
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -27,6 +29,7 @@ test: setup lint
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m mypy --strict packages/blobsingleton/src
 
 bench: setup
 	$(PY) -m bench requests --json

@@ -12,6 +12,8 @@ import json
 import logging
 import sys
 
+from devhost import request_counting
+
 BENCHMARKS = {
     "requests": "storage requests per @singleton / @once invocation, against WebJobs' sequence",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.set_defaults(module=module)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    request_counting.install()
     result = args.module.run(args)
     if args.json:
         print(json.dumps(result))

@@ -24,13 +24,13 @@ from dataclasses import replace
 from typing import Any
 
 from devhost import services
+from devhost.request_counting import request_counter
 from devhost.scenarios import _common
 from devhost.scenarios._callbacks import CallbackReceiver
 from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
 from devhost.scenarios.batch import JobRun, wait_for_archives
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
-from shared import storage
 from shared.jobs import JobRequest, JobSettings, JobStore, record_unit, submit_job
 
 TARGETS = {"tracking_requests_per_unit": 2.0, "completion_latency_s": 2.0}
@@ -57,10 +57,10 @@ def tracking_cost(callback_url: str, units: int = 200) -> float:
     job = {"job_id": "cost", "units": [{"id": f"c{i}"} for i in range(units)]}
     request = JobRequest.parse(json.dumps({**job, "callback_url": callback_url}), max_units=units)
     submit_job(request, store)
-    storage.request_counter.reset()
+    request_counter.reset()
     for i in range(units - 1):
         record_unit(store, "cost", f"c{i}", units)
-    cost = storage.request_counter.total() / (units - 1)
+    cost = request_counter.total() / (units - 1)
     _common.delete_queues([settings.queue])
     return cost
 

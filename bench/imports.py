@@ -32,11 +32,11 @@ from typing import Any
 from azure.data.tables import TableServiceClient, UpdateMode
 
 from devhost import services
+from devhost.request_counting import RequestCounter
 from devhost.scenarios import _import_samples as samples
 from shared.imports.member_table import FencedMemberWriter, Provenance, member_entity
 from shared.imports.records import Member
 from shared.imports.validation import validate_member
-from shared.storage import RequestCounter
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"batched_vs_per_row": 10.0, "memory_growth_bytes_per_row": 16.0}
@@ -148,10 +148,11 @@ def _compare(connection: str, rows: int, per_row_rows: int, rtt: float, tag: str
 
 def _end_to_end(rows: int) -> dict[str, Any]:
     """A whole `run_import` of one CSV of `rows` rows, in this process."""
+    from blobsingleton import BlobLease
+
     from shared.imports.importer import run_import
     from shared.imports.layout import imports_container
     from shared.imports.request import ImportRequest
-    from shared.lease import BlobLease
 
     account = f"e2e{rows}"
     data = samples.csv_bytes(samples.members(rows))
@@ -208,9 +209,10 @@ def _peak_rss() -> int:
 
 def _memory_child(rows: int) -> None:
     """Child side: import the uploaded CSV under the lease, print the peaks as JSON."""
+    from blobsingleton import BlobLease
+
     from shared.imports.importer import run_import
     from shared.imports.request import ImportRequest
-    from shared.lease import BlobLease
 
     account = f"mem{rows}"
     tracemalloc.start()

@@ -18,12 +18,11 @@ import uuid
 from typing import Any
 
 import azure.functions as func
+from blobsingleton import BlobLease, once, singleton
 
 from devhost import services
+from devhost.request_counting import request_counter
 from shared import storage
-from shared.lease import BlobLease
-from shared.once import once
-from shared.singleton import singleton
 
 TARGETS = {"singleton_invocation": 3, "once_first_run": 3, "once_duplicate": 1}
 
@@ -39,10 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _per_call(fn: Any, iterations: int) -> float:
-    storage.request_counter.reset()
+    request_counter.reset()
     for i in range(iterations):
         fn(i)
-    return storage.request_counter.total() / iterations
+    return request_counter.total() / iterations
 
 
 def _message(field: str, value: str) -> func.QueueMessage:
@@ -89,10 +88,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "once_duplicate": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
             "webjobs_function_singleton": _per_call(lambda i: _webjobs_singleton_sequence("k"), n),
         }
-        storage.request_counter.reset()
+        request_counter.reset()
         with BlobLease("bench-hold"):
             time.sleep(args.hold_seconds)
-        held = storage.request_counter.total() - 3  # minus acquire, fence, release
+        held = request_counter.total() - 3  # minus acquire, fence, release
         result["hold_requests_per_minute"] = round(held * 60 / args.hold_seconds, 1)
         result["lease_period_s"] = 15
     result["targets"] = TARGETS

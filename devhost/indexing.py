@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import azure.functions as func
-
-from shared.settings import resolve_placeholders
+from blobsingleton.settings import resolve_placeholders
 
 
 class IndexingError(RuntimeError):

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from blobsingleton.settings import SettingMissing, setting
+
 from devhost.host_config import HostConfig, load_host_config
 from devhost.http_server import HttpHost
 from devhost.indexing import (
@@ -21,10 +23,9 @@ from devhost.indexing import (
 )
 from devhost.ncrontab import ScheduleError
 from devhost.queue_listener import QueueListener
+from devhost.request_counting import RequestCounter, request_counter
 from devhost.stats import WorkerStats
 from devhost.timer_listener import TimerListener
-from shared import storage
-from shared.settings import SettingMissing, setting
 
 if TYPE_CHECKING:
     from devhost.worker import WorkerConfig
@@ -38,7 +39,7 @@ class Instance:
     functions: list[IndexedFunction]
     host: HostConfig
     stats: WorkerStats = field(default_factory=WorkerStats)
-    host_counter: storage.RequestCounter = field(default_factory=storage.RequestCounter)
+    host_counter: RequestCounter = field(default_factory=RequestCounter)
     listeners: list[QueueListener | TimerListener] = field(default_factory=list)
     http: HttpHost | None = None
     errors: dict[str, str] = field(default_factory=dict)
@@ -136,5 +137,5 @@ class Instance:
             "final": final,
             **self.stats.snapshot(),
             "host_storage_requests": self.host_counter.total(),
-            "app_storage_requests": storage.request_counter.total(),
+            "app_storage_requests": request_counter.total(),
         }

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from blobsingleton import schedules as ncrontab
+from blobsingleton.settings import setting
 from croniter import croniter
 
 from devhost.host_config import HostConfigError, parse_timespan
-from shared import ncrontab
-from shared.settings import setting
 
 log = logging.getLogger("devhost.timer")
 

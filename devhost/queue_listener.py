@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import blobsingleton
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 from azure.storage.queue import BinaryBase64EncodePolicy
@@ -28,8 +29,8 @@ from azure.storage.queue import BinaryBase64EncodePolicy
 from devhost.host_config import QueueOptions
 from devhost.indexing import IndexedFunction, QueueTrigger
 from devhost.invocation import invoke
+from devhost.request_counting import RequestCounter
 from devhost.stats import WorkerStats
-from shared.storage import RequestCounter, StorageAccount
 
 log = logging.getLogger("devhost.queue")
 
@@ -95,8 +96,10 @@ class QueueListener:
         self.stats = stats
         self.queue_name = function.trigger.resolved_queue_name()
         self.poison_name = f"{self.queue_name}-poison"
-        service = StorageAccount.from_settings(function.trigger.connection).queue_service(
-            counter=host_counter
+        service = (
+            blobsingleton.from_settings(function.trigger.connection)
+            .with_options(raw_request_hook=host_counter)
+            .queue_service()
         )
         self._queue = service.get_queue_client(
             self.queue_name,

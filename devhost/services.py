@@ -17,11 +17,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.storage import azurite_connection_string
-
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
 SENDGRID_SPEC = ROOT.parent / "shared" / "sendgrid" / "tsg_mail_v3.json"
+
+
+#: Azurite's well-known development account (public, the same on every machine).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def azurite_connection_string(host: str, blob: int, queue: int, table: int) -> str:
+    """The connection string of an Azurite instance listening on the given ports."""
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://{host}:{blob}/{AZURITE_ACCOUNT};"
+        f"QueueEndpoint=http://{host}:{queue}/{AZURITE_ACCOUNT};"
+        f"TableEndpoint=http://{host}:{table}/{AZURITE_ACCOUNT};"
+    )
 
 
 class ServiceError(RuntimeError):

@@ -19,15 +19,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import blobsingleton
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
+from blobsingleton.settings import setting
 
 from devhost.indexing import IndexedFunction, TimerTrigger
 from devhost.invocation import invoke
 from devhost.ncrontab import Schedule, parse_schedule
+from devhost.request_counting import RequestCounter
 from devhost.stats import WorkerStats
-from shared.settings import setting
-from shared.storage import RequestCounter, StorageAccount
 
 log = logging.getLogger("devhost.timer")
 
@@ -67,7 +68,8 @@ class ScheduleMonitor:
     """The status blob of one timer function, read and written unconditionally like the host."""
 
     def __init__(self, function_name: str, counter: RequestCounter) -> None:
-        service = StorageAccount.from_settings("AzureWebJobsStorage").blob_service(counter=counter)
+        account = blobsingleton.from_settings("AzureWebJobsStorage")
+        service = account.with_options(raw_request_hook=counter).blob_service()
         self.blob_name = f"timers/{host_id()}/{function_name}/status"
         self._container = service.get_container_client(HOSTS_CONTAINER)
         self._blob = self._container.get_blob_client(self.blob_name)
@@ -115,6 +117,13 @@ class TimerListener:
         self.monitor = (
             ScheduleMonitor(function.name, host_counter) if self.trigger.use_monitor else None
         )
+        # The host's own blobs (listener leases, timer status) go through the host's counter.
+        self._hosts = (
+            blobsingleton.from_settings("AzureWebJobsStorage")
+            .with_options(raw_request_hook=host_counter)
+            .blob_service()
+            .get_container_client(HOSTS_CONTAINER)
+        )
         self._status: dict[str, str] | None = None
         self._stop = threading.Event()
         self._lease: Any = None
@@ -158,11 +167,11 @@ class TimerListener:
                 self._stop.wait(RESTART_DELAY)
 
     def _run_with_listener_lease(self) -> None:
-        from shared.lease import BlobLease, LeaseError
+        from blobsingleton import BlobLease, LeaseError
 
         key = f"{host_id()}/{self.function.name}.Listener"
         while not self._stop.is_set():
-            lease = BlobLease(key, period=LISTENER_LEASE_PERIOD, container=HOSTS_CONTAINER)
+            lease = BlobLease(key, period=LISTENER_LEASE_PERIOD, container=self._hosts)
             try:
                 lease.acquire(blocking=False)
             except LeaseError:

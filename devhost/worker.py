@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from devhost import request_counting
+
 EXIT_INDEXING_FAILED = 3
 EXIT_START_FAILED = 4
 
@@ -97,15 +99,15 @@ class _Shutdown:
 
 
 def _install_lease_shutdown(log: logging.Logger) -> None:
-    """Let shared.lease release its leases on SIGTERM too; it is optional for the host."""
+    """Let the lease library release its leases on SIGTERM too; it is optional for the host."""
     try:
-        from shared.lease import shutdown
+        import blobsingleton
     except ImportError:
         return
     try:
-        shutdown.install_signal_handlers()
+        blobsingleton.install_signal_handlers()
     except Exception as error:
-        log.warning("shared.lease.shutdown.install_signal_handlers failed: %r", error)
+        log.warning("blobsingleton.install_signal_handlers failed: %r", error)
 
 
 def main(config: WorkerConfig, reports: Any) -> None:
@@ -113,6 +115,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
     shutdown = _Shutdown()
     shutdown.install()  # early: a SIGTERM during start-up still stops us gracefully
     apply_settings(config.settings)
+    request_counting.install()  # the host counts the app's storage requests, the app does not
     os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
     configure_logging(str(config.instance), config.log_level)
     log = logging.getLogger("devhost.worker")
@@ -129,7 +132,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
         _flush(reports)
         sys.exit(EXIT_INDEXING_FAILED)
     _install_lease_shutdown(log)
-    shutdown.install()  # on top of anything the app or shared.lease installed
+    shutdown.install()  # on top of anything the app or the lease library installed
     try:
         instance.start()
     except Exception as error:  # e.g. the HTTP port is taken

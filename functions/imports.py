@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import azure.functions as func
+from blobsingleton import Busy, current_lease, once, schedules, singleton
 
-from shared import ncrontab, poison
-from shared.busy import Busy
+from shared import poison
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.fanout import (
     QUEUE,
@@ -35,8 +35,6 @@ from shared.imports.importer import run_import
 from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, RUN_KEY
 from shared.imports.layout import Layout
 from shared.imports.request import ImportRequest, InvalidImportRequest
-from shared.once import once
-from shared.singleton import current_lease, singleton
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +42,20 @@ bp = func.Blueprint()
 
 
 @bp.timer_trigger(schedule=SCHEDULE, arg_name="timer", use_monitor=True)
+def nightly_import(timer: func.TimerRequest) -> None:
+    """Fan out one import message per account; every instance fires, one fan-out happens.
+
+    Returns None: a function without a `$return` binding that returns a value fails in the
+    Python worker ("without a $return binding returned a non-None value"), so the fan-out's
+    summary is kept by `@once` on `fan_out_night`, not returned to the host.
+    """
+    fan_out_night(timer)
+
+
 @once(NIGHTLY_KEY, schedule=SCHEDULE, in_progress_timeout=60, on_in_progress=Busy.WAIT,
       wait_timeout=90)  # fmt: skip
-def nightly_import(timer: func.TimerRequest) -> dict[str, Any]:
-    """Fan out one import message per account; every instance fires, one fan-out happens.
+def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
+    """Enqueue one message per account, once per schedule occurrence; the summary is stored.
 
     The run-once key is the schedule occurrence, not the instance's clock, so instances
     firing seconds apart (or a past-due catch-up) agree on it. The others wait (a fan-out
@@ -55,7 +63,7 @@ def nightly_import(timer: func.TimerRequest) -> dict[str, Any]:
     60 s and a waiting instance, or the host's past-due catch-up after a restart, takes
     over. A duplicate fan-out would be harmless anyway: each account's run is run-once.
     """
-    occurrence = ncrontab.fired_occurrence(SCHEDULE, timer.schedule_status)
+    occurrence = schedules.fired_occurrence(SCHEDULE, timer.schedule_status)
     accounts, skipped = accounts_to_import()
     requests = enqueue_imports(accounts, occurrence.date())
     log.info(

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import azure.functions as func
+from blobsingleton.errors import InvalidKey
 
 from shared import poison
 from shared.jobs import (
@@ -37,7 +38,6 @@ from shared.jobs import (
     watch,
 )
 from shared.jobs.layout import validate_id
-from shared.lease.errors import InvalidKey
 
 log = logging.getLogger(__name__)
 

@@ -15,16 +15,15 @@ import logging
 from typing import Any
 
 import azure.functions as func
+from blobsingleton import Busy, PayloadMismatch, once
 
 from shared import poison
-from shared.busy import Busy
 from shared.notifications import (
     InvalidNotification,
     Notification,
     PermanentEmailError,
     sender_from_settings,
 )
-from shared.once import PayloadMismatch, once
 
 log = logging.getLogger(__name__)
 

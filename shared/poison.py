@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 
 import azure.functions as func
+from blobsingleton import settings
 
-from shared import settings, storage
+from shared import storage
 
 logger = logging.getLogger(__name__)
 

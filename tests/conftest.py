@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from devhost import services  # noqa: E402
+from devhost import request_counting, services  # noqa: E402
+
+request_counting.install()  # tests count storage requests as the host and benchmarks do
 
 
 @pytest.fixture(scope="session")

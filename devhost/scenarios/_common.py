@@ -23,12 +23,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from blobsingleton import StorageAccount, from_settings
 
 from devhost import services
 from devhost.app_settings import AppSettings, load_app_settings
+from devhost.request_counting import RequestCounter
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
-from shared.storage import RequestCounter, StorageAccount, encoded_queue_client
+from shared.storage import encoded_queue_client
 
 log = logging.getLogger("devhost.scenario")
 
@@ -77,12 +79,12 @@ def functions_bound_to(
 
 
 def _account(connection: str) -> StorageAccount:
-    return StorageAccount.from_settings(connection)
+    return from_settings(connection).with_options(raw_request_hook=scenario_counter)
 
 
 def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
     """A queue client with the host's encoding, counted as the scenario's, not the app's."""
-    service = _account(connection).queue_service(counter=scenario_counter)
+    service = _account(connection).queue_service()
     return encoded_queue_client(service, name)
 
 
@@ -151,14 +153,14 @@ def delete_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage")
 
 
 def create_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
-    service = _account(connection).blob_service(counter=scenario_counter)
+    service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceExistsError):
             service.create_container(name)
 
 
 def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
-    service = _account(connection).blob_service(counter=scenario_counter)
+    service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
             service.delete_container(name)

@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from azure.data.tables import TableServiceClient
+from blobsingleton import from_settings
+
 from devhost.scenarios import _common
 from devhost.scenarios import _import_samples as samples
 from devhost.supervisor import HostOptions, Supervisor
-from shared.storage import StorageAccount
 
 NAME = "imports"
 HELP = "every instance fires the nightly import timer; each account imported exactly once"
@@ -191,8 +193,8 @@ def run(
     }
     queues = {"IMPORT_QUEUE": f"imp-{run_id}", "NOTIFICATIONS_QUEUE": f"ntf-{run_id}"}
     table = f"Members{run_id}"
-    account = StorageAccount.from_settings()
-    blob_service = account.blob_service(counter=_common.scenario_counter)
+    account = from_settings().with_options(raw_request_hook=_common.scenario_counter)
+    blob_service = account.blob_service()
     _common.create_containers(containers.values())
     _common.reset_queues(queues.values())
     container = blob_service.get_container_client(containers["IMPORTS_CONTAINER"])
@@ -231,7 +233,9 @@ def run(
             _common.wait_until_drained(supervisor, list(queues.values()), timeout=60, quiet=2)
     totals = supervisor.totals()
     emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
-    members = account.table_service(counter=_common.scenario_counter).get_table_client(table)
+    members = TableServiceClient.from_connection_string(
+        account.connection_string or "", raw_request_hook=_common.scenario_counter
+    ).get_table_client(table)
     report = ImportsReport(
         run_id=run_id,
         instances=instances,
@@ -264,7 +268,8 @@ def run(
         result.members_in_table = sum(1 for r in rows_in_table if r["RowKey"] != STATE_ROW)
         result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
         result.files_left_in_incoming = sum(
-            1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/"))
+            1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")
+        )
         report.per_account[name] = result
         intervals += runs
     results = report.per_account.values()

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-from shared import settings
+from blobsingleton import settings
 
 log = logging.getLogger("shared.imports")
 

@@ -14,21 +14,24 @@ import functools
 from typing import Any
 
 from azure.core import MatchConditions
+from blobsingleton import StorageAccount
 
+from shared import storage
 from shared.imports.text_stream import ChunkedText
-from shared.storage import StorageAccount
 
 CHUNK_BYTES = 256 * 1024
 
 
 @functools.cache
 def _streaming_service(account: StorageAccount) -> Any:
-    return account.blob_service(max_single_get_size=CHUNK_BYTES, max_chunk_get_size=CHUNK_BYTES)
+    return account.with_options(
+        max_single_get_size=CHUNK_BYTES, max_chunk_get_size=CHUNK_BYTES
+    ).blob_service()
 
 
 def streaming_blob_service(connection: str = "AzureWebJobsStorage") -> Any:
     """A `BlobServiceClient` whose downloads come in `CHUNK_BYTES` pieces."""
-    return _streaming_service(StorageAccount.from_settings(connection))
+    return _streaming_service(storage.account(connection))
 
 
 def open_text(

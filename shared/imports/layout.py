@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
+from blobsingleton import settings
 
-from shared import settings, storage
+from shared import storage
 
 DEFAULT_CONTAINER = "imports"
 

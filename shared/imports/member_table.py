@@ -23,10 +23,11 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableTransactionError, UpdateMode
+from blobsingleton import settings
+from blobsingleton._owner import instance_id
 
-from shared import settings, storage
+from shared import storage
 from shared.imports.records import Member
-from shared.lease.owner import instance_id
 
 log = logging.getLogger("shared.imports")
 

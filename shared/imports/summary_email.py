@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from shared import settings, storage
+from blobsingleton import settings
+
+from shared import storage
 from shared.imports.keys import summary_event_id
 from shared.imports.report import RunReport
 from shared.notifications.message import Notification

@@ -19,11 +19,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from shared.busy import Busy
+from blobsingleton import Busy, once
+
+from shared import storage
 from shared.jobs.callback import post_callback
 from shared.jobs.config import JobSettings
 from shared.jobs.records import Announcement, Completion
-from shared.once import once
 
 #: How long the delivered announcement is remembered (job ids are never reused anyway).
 RETENTION = timedelta(days=30)
@@ -41,7 +42,7 @@ def announce(completion: Completion, settings: JobSettings) -> Announcement | No
         on_in_progress=Busy.SKIP,
         in_progress_timeout=settings.announce_in_progress_timeout,
         retention=RETENTION,
-        connection=settings.connection,
+        storage=storage.account(settings.connection),
     )(_post)
     result = announce_once(completion.job_id, completion, settings)
     return None if result is None else Announcement.from_dict(result)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.settings import setting
+from blobsingleton.settings import setting
 
 DEFAULT_CONTAINER = "jobs"
 DEFAULT_QUEUE = "job-units"

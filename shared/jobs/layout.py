@@ -1,5 +1,5 @@
 """Where a job's blobs live. Ids are user data: validated and percent-encoded by
-`shared.lease.keys`, so no id can escape its job's prefix or collide with another id.
+`blobsingleton`'s key rules, so no id can escape its job's prefix or collide with another id.
 
     jobs/{job}/job.json             the job record (deleted last when archived)
     jobs/{job}/counter              empty page blob; its sequence number counts finished units
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from shared.lease.errors import InvalidKey
-from shared.lease.keys import blob_name, encode_key, validate_key
+from blobsingleton import blob_name, encode_key, validate_key
+from blobsingleton.errors import InvalidKey
 
 JOBS_PREFIX = "jobs"
 ARCHIVE_PREFIX = "archive"

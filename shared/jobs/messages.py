@@ -10,9 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from blobsingleton.errors import InvalidKey
+
 from shared.jobs.errors import InvalidUnitMessage
 from shared.jobs.layout import validate_id
-from shared.lease.errors import InvalidKey
 
 #: 64 KiB queue limit on the base64 text: 48 KiB of raw message, less room for the envelope.
 MAX_MESSAGE_BYTES = 48 * 1024 - 512

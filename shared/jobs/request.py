@@ -16,11 +16,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from blobsingleton.errors import InvalidKey
+
 from shared.jobs.callback_url import Resolver, check_callback_url, resolve
 from shared.jobs.errors import BlockedCallback, InvalidJob, Problem
 from shared.jobs.layout import validate_id
 from shared.jobs.messages import encode_payload
-from shared.lease.errors import InvalidKey
 
 #: One unit's payload, JSON-encoded; larger ones would make a job record unwieldy.
 MAX_PAYLOAD_BYTES = 1024 * 1024

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.lease.errors import InvalidKey
-from shared.lease.keys import validate_key
+from blobsingleton import validate_key
+from blobsingleton.errors import InvalidKey
+
 from shared.notifications.addresses import is_valid_address, scrub_addresses
 
 #: Azure Queue Storage's message size limit; a body larger than this can never have been queued.

@@ -1,7 +1,7 @@
 """The email outbox: one JSON blob per send, for local runs and tests that count emails.
 
 Layout: container EMAIL_OUTBOX_CONTAINER (default "outbox"), blob `{event id}/{uuid4}.json`
-where the event id is percent-encoded (`shared.lease.keys.encode_key`) so any valid id is a safe
+where the event id is percent-encoded (the lease library's key encoding) so any valid id is a safe
 single path segment. The blob holds exactly the v3 mail body SendGrid would have received.
 Every send writes a new blob, so a duplicate send shows up as a second blob under the same id.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
+from blobsingleton import encode_key, settings, validate_key
 
-from shared import settings, storage
-from shared.lease.keys import encode_key, validate_key
+from shared import storage
 
 DEFAULT_CONTAINER = "outbox"
 

@@ -34,8 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import python_http_client
 import sendgrid
+from blobsingleton import settings
 
-from shared import settings
 from shared.notifications.addresses import is_valid_address, scrub_addresses
 from shared.notifications.errors import PermanentEmailError, TransientEmailError
 from shared.notifications.mail import Sender, mail_body

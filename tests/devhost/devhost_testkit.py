@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
-
-from shared.storage import StorageAccount
+from blobsingleton import StorageAccount
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_APP = "devhost_sample_app"

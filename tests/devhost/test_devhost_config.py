@@ -95,6 +95,7 @@ def test_scenarios_start_azurite_only_when_development_storage_is_down(
 ) -> None:
     monkeypatch.delenv("AzureWebJobsStorage", raising=False)
     settings = tmp_path / "local.settings.json"
+
     def storage_setting(value: str) -> None:
         settings.write_text(json.dumps({"Values": {"AzureWebJobsStorage": value}}))
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from blobsingleton.settings import SettingMissing
 from devhost_testkit import HERE, SAMPLE_APP
 
 from devhost.indexing import HttpTrigger, QueueTrigger, TimerTrigger, load_functions
-from shared.settings import SettingMissing
 
 
 def test_indexing_reads_the_bindings_of_the_app(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,10 +37,11 @@ def main() -> int:
         level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(name)s %(message)s"
     )
     logging.getLogger("azure").setLevel(logging.WARNING)
+    from blobsingleton import BlobLease, install_signal_handlers
+
     from shared.imports.importer import run_import
     from shared.imports.member_table import StaleHolder
     from shared.imports.request import ImportRequest
-    from shared.lease import BlobLease, install_signal_handlers
 
     install_signal_handlers()
     if mode == "function":

@@ -11,16 +11,16 @@ from datetime import UTC, date, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
+from blobsingleton import BlobLease, BlobRecordStore
+from blobsingleton._once_handler import OnceHandler
+from blobsingleton._templates import resolve_key
+from blobsingleton.schedules import fired_occurrence
 
 from devhost.scenarios import _import_samples as samples
-from functions.imports import import_account, nightly_import, run_import_now
+from functions.imports import fan_out_night, import_account, nightly_import, run_import_now
 from shared import storage
 from shared.imports.keys import NIGHTLY_KEY
 from shared.imports.request import ImportRequest
-from shared.key_templates import resolve_key
-from shared.lease import BlobLease
-from shared.ncrontab import fired_occurrence
-from shared.once import BlobRecordStore, OnceHandler
 from tests.imports.support import ImportsEnv
 
 NIGHT = "2026-01-15"
@@ -50,7 +50,8 @@ def queue_count(name: str) -> int:
 def test_every_instance_fires_the_timer_and_one_fan_out_happens(imports_env: ImportsEnv) -> None:
     for account in ("acme", "beta"):
         imports_env.upload(account, "a.csv", samples.csv_bytes(list(samples.members(2))))
-    results = [nightly_import(timer(f"{NIGHT}T02:00:00+00:00")) for _ in range(3)]
+    assert nightly_import(timer(f"{NIGHT}T02:00:00+00:00")) is None  # the worker's $return rule
+    results = [fan_out_night(timer(f"{NIGHT}T02:00:00+00:00")) for _ in range(3)]
     assert results[0]["accounts"] == ["acme", "beta"]
     assert results[1:] == [results[0]] * 2  # the stored result of the one fan-out
     bodies = imports_env.messages(imports_env.queue)
@@ -60,7 +61,7 @@ def test_every_instance_fires_the_timer_and_one_fan_out_happens(imports_env: Imp
 def test_a_past_due_occurrence_is_caught_up_once(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(2))))
     missed = timer("2026-01-10T02:00:00+00:00", past_due=True)
-    first = nightly_import(missed)
+    first = fan_out_night(missed)
     assert first["run_date"] == "2026-01-10"
     nightly_import(timer("2026-01-10T02:00:00+00:00", past_due=True))  # another instance
     assert len(imports_env.messages(imports_env.queue)) == 1
@@ -72,7 +73,7 @@ def test_a_fan_out_that_died_half_way_is_taken_over(imports_env: ImportsEnv) -> 
     key = resolve_key(NIGHTLY_KEY, inspect.signature(lambda timer: None), (fired,), {},
                       schedule="%IMPORT_SCHEDULE%")  # fmt: skip
     OnceHandler(BlobRecordStore(), key, in_progress_timeout=0).begin()  # died, record expired
-    assert nightly_import(fired)["accounts"] == ["acme"]
+    assert fan_out_night(fired)["accounts"] == ["acme"]
     assert len(imports_env.messages(imports_env.queue)) == 1
 
 

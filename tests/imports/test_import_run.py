@@ -34,16 +34,26 @@ def test_csv_and_834_members_are_imported_and_files_moved(imports_env: ImportsEn
     assert len(rows) == 248 + 12
     first = rows["C0000000"]
     assert (first["FirstName"], first["DateOfBirth"], first["Plan"]) == (
-        csv_rows[0].first_name, csv_rows[0].date_of_birth, csv_rows[0].plan)
+        csv_rows[0].first_name,
+        csv_rows[0].date_of_birth,
+        csv_rows[0].plan,
+    )
     assert (first["SourceFile"], first["SourceLocation"], first["FencingToken"]) == (
-        "members.csv", "line 2", 5)
+        "members.csv",
+        "line 2",
+        5,
+    )
     assert rows["E0000003"]["SourceLocation"].startswith("segment ")
     assert imports_env.blob_names("acme/incoming/") == []
     assert imports_env.blob_names("acme/processed/") == [
-        "acme/processed/2026-11-22/enrollment.834", "acme/processed/2026-11-22/members.csv"]
+        "acme/processed/2026-11-22/enrollment.834",
+        "acme/processed/2026-11-22/members.csv",
+    ]
     rejected = imports_env.rejected_lines("acme/rejected/2026-11-22/members.csv.rejected.jsonl")
     assert [(r["location"], r["member_id"]) for r in rejected] == [
-        ("line 101", "C0000099"), ("line 201", "C0000199")]
+        ("line 101", "C0000099"),
+        ("line 201", "C0000199"),
+    ]
     assert rejected[0]["reason"] == "date_of_birth: is not a date (YYYY-MM-DD)"
     assert rejected[0]["record"].startswith("C0000099,")
     saved = imports_env.read_json("acme/reports/2026-11-22/report.json")
@@ -138,8 +148,10 @@ def test_a_takeover_keeps_the_files_an_earlier_attempt_finished(imports_env: Imp
     run_import(RUN, token=1, email=False)
     imports_env.upload("acme", "b.csv", samples.csv_bytes(list(samples.members(4, prefix="B"))))
     report = run_import(RUN, token=2, email=False)
-    assert [(f.name, f.token, f.imported) for f in report.files] == [("a.csv", 1, 3),
-                                                                     ("b.csv", 2, 4)]
+    assert [(f.name, f.token, f.imported) for f in report.files] == [
+        ("a.csv", 1, 3),
+        ("b.csv", 2, 4),
+    ]
     assert imports_env.read_json("acme/reports/2026-11-22/report.json")["totals"]["imported"] == 7
 
 

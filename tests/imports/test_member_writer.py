@@ -7,9 +7,9 @@ from datetime import date
 
 import pytest
 
+from devhost.request_counting import request_counter
 from shared.imports.member_table import FencedMemberWriter, Provenance, StaleHolder
 from shared.imports.records import Member
-from shared.storage import request_counter
 from tests.imports.support import ImportsEnv
 
 

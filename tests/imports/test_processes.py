@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from blobsingleton import BlobRecordStore
 
 from devhost.scenarios import _import_samples as samples
 from shared.imports.request import ImportRequest
-from shared.once import BlobRecordStore
 from tests.imports.support import ImportsEnv
 
 CHILD = str(Path(__file__).with_name("import_child.py"))
@@ -143,4 +143,3 @@ def test_memory_stays_flat_as_files_grow(
         peaks[rows] = result["peak_bytes"]
     growth = peaks[36000] - peaks[12000]
     assert growth < 24000 * 16, f"peak grew {growth} bytes for 24,000 more rows: {peaks}"
-

@@ -116,8 +116,9 @@ def test_834_member_errors_reject_one_member_and_mask_values() -> None:
     rows = list(samples.members(3))
     rows[1] = samples.SampleMember("M9", "Zelda", "Quixote", "1971-02-30", "GOLD",
                                    "2026-01-01", "")  # fmt: skip
-    data = samples.edi_bytes(rows).replace(b"INS*Y*18*030*XN*A*E**FT~\nREF*0F*M0000002",
-                                           b"INS*N*19*030*XN*A*E**FT~\nREF*0F*M0000002")
+    data = samples.edi_bytes(rows).replace(
+        b"INS*Y*18*030*XN*A*E**FT~\nREF*0F*M0000002", b"INS*N*19*030*XN*A*E**FT~\nREF*0F*M0000002"
+    )
     assert check_envelope(chunks(data)) == []
     records = list(read_834(chunks(data)))
     assert records[0].error is None

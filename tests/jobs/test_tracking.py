@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from devhost.request_counting import request_counter
 from devhost.scenarios._callbacks import CallbackReceiver
 from shared.jobs import (
     JobSettings,
@@ -18,7 +19,6 @@ from shared.jobs import (
 )
 from shared.jobs.handlers import echo
 from shared.jobs.layout import JobLayout
-from shared.storage import request_counter
 from tests.jobs.conftest import receive_all, submit, units
 
 

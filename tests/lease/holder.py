@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from shared.lease import BlobLease, LeaseLost, install_signal_handlers
+from blobsingleton import BlobLease, LeaseLost, install_signal_handlers
 
 
 def main() -> None:

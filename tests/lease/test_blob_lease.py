@@ -9,8 +9,7 @@ import time
 
 import pytest
 from azure.storage.blob import BlobLeaseClient
-
-from shared.lease import (
+from blobsingleton import (
     BlobLease,
     LeaseLost,
     LeaseNotHeld,
@@ -19,7 +18,9 @@ from shared.lease import (
     Owner,
     read_lock,
 )
-from shared.storage import blob_service, request_counter
+
+from devhost.request_counting import request_counter
+from shared.storage import blob_service
 
 
 def test_context_manager_really_acquires_and_releases(storage_env: str) -> None:

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from shared.lease import InvalidKey, blob_name, validate_key
-from shared.lease.keys import encode_key
+from blobsingleton import InvalidKey, blob_name, validate_key
+from blobsingleton._keys import encode_key
 
 
 @pytest.mark.parametrize(

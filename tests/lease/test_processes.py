@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from shared.lease import BlobLease
+from blobsingleton import BlobLease
 
 HOLDER = str(Path(__file__).with_name("holder.py"))
 

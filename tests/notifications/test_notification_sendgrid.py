@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from blobsingleton import settings
 
 from devhost.services import free_port
-from shared import settings
 from shared.notifications import (
     Notification,
     OutboxSender,

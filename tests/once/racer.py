@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from shared.busy import Busy
-from shared.once import once
+from blobsingleton import Busy, once
 
 
 def main() -> None:

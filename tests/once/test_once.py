@@ -8,19 +8,19 @@ import time
 
 import azure.functions as func
 import pytest
-
-from shared.busy import Busy
-from shared.once import (
+from blobsingleton import (
     AlreadyInProgress,
     BlobRecordStore,
-    Decision,
+    Busy,
     Mode,
-    OnceHandler,
     PayloadMismatch,
     Status,
     once,
 )
-from shared.storage import queue_client, request_counter
+from blobsingleton._once_handler import Decision, OnceHandler
+
+from devhost.request_counting import request_counter
+from shared.storage import queue_client
 
 
 def message(body: dict[str, object], id_: str = "m1") -> func.QueueMessage:

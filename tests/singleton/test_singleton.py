@@ -12,12 +12,19 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
+from blobsingleton import (
+    BlobLease,
+    Busy,
+    LeaseLost,
+    LeaseTimeout,
+    current_lease,
+    read_lock,
+    singleton,
+)
+from blobsingleton._templates import KeyTemplateError
 
-from shared.busy import Busy
-from shared.key_templates import KeyTemplateError
-from shared.lease import BlobLease, LeaseLost, LeaseTimeout, read_lock
-from shared.singleton import current_lease, singleton
-from shared.storage import queue_client, request_counter
+from devhost.request_counting import request_counter
+from shared.storage import queue_client
 
 
 def message(body: dict[str, object]) -> func.QueueMessage:
@@ -180,7 +187,7 @@ def test_defer_without_queue_is_refused_at_decoration() -> None:
 
 
 def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:
-    from shared.key_templates import _occurrence
+    from blobsingleton._templates import _occurrence
 
     nightly = "0 0 2 * * *"
     status = {"Next": "2026-11-22T02:00:00Z"}  # the host's status during tonight's run
@@ -196,7 +203,7 @@ def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:
 
 def test_first_night_without_status_and_next_night_get_different_keys() -> None:
     """Regression: reading Next as "the occurrence after this one" gave night 2 night 1's key."""
-    from shared.key_templates import _occurrence
+    from blobsingleton._templates import _occurrence
 
     nightly = "0 0 2 * * *"
     first = _occurrence("t", TimerRequest(), nightly, datetime(2026, 11, 22, 2, 0, 1, tzinfo=UTC))
@@ -210,7 +217,7 @@ def test_first_night_without_status_and_next_night_get_different_keys() -> None:
 
 
 def test_status_written_under_another_schedule_is_ignored() -> None:
-    from shared.key_templates import _occurrence
+    from blobsingleton._templates import _occurrence
 
     stale = TimerRequest(schedule_status={"Next": "2026-12-25T02:00:00Z"})
     now = datetime(2026, 11, 22, 2, 0, 3, tzinfo=UTC)

@@ -16,9 +16,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shared.lease.base import BaseLease
+    from blobsingleton._lease import BaseLease
 
-log = logging.getLogger("shared.lease")
+log = logging.getLogger("blobsingleton")
 
 _held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
 _lock = threading.Lock()

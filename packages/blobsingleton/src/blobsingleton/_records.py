@@ -14,31 +14,6 @@ class Status(StrEnum):
     COMPLETED = "completed"
 
 
-class OnceError(Exception):
-    """Root of every error the run-once module raises."""
-
-
-class AlreadyInProgress(OnceError):
-    """Another delivery of the same key is running (and has not expired)."""
-
-    def __init__(self, key: str, expires_at: float) -> None:
-        super().__init__(f"run-once key {key!r} is in progress elsewhere")
-        self.key = key
-        self.expires_at = expires_at
-
-
-class PayloadMismatch(OnceError, ValueError):
-    """The same key arrived with a different payload than the one recorded."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"run-once key {key!r} was used before with a different payload")
-        self.key = key
-
-
-class RecordConflict(OnceError):
-    """A conditional write lost a race: the record exists, changed, or is gone."""
-
-
 @dataclass(frozen=True)
 class Record:
     """One key's state. Times are UTC epoch seconds."""

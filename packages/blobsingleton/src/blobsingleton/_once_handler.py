@@ -21,18 +21,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from shared.lease.keys import validate_key
-from shared.lease.owner import instance_id
-from shared.once.records import (
-    AlreadyInProgress,
-    PayloadMismatch,
-    Record,
-    RecordConflict,
-    RecordStore,
-    Status,
-)
+from blobsingleton._keys import validate_key
+from blobsingleton._owner import instance_id
+from blobsingleton._records import Record, RecordStore, Status
+from blobsingleton.errors import AlreadyInProgress, PayloadMismatch, RecordConflict
 
-log = logging.getLogger("shared.once")
+log = logging.getLogger("blobsingleton")
 
 #: Attempts at winning a conditional write before giving up (each loss means real progress
 #: by someone else, so a handful is plenty).

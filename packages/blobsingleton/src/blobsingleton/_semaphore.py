@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from shared.lease.base import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
-from shared.lease.blob_lease import BlobLease
-from shared.lease.errors import LeaseLost
-from shared.lease.keys import validate_key
-from shared.lease.owner import Owner
+from blobsingleton._blob_lease import BlobLease
+from blobsingleton._connection import StorageAccount
+from blobsingleton._keys import validate_key
+from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._owner import Owner
+from blobsingleton.errors import LeaseLost
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 
 class LeaseSemaphore(BaseLease):
@@ -21,8 +26,8 @@ class LeaseSemaphore(BaseLease):
         limit: int,
         *,
         period: float = DEFAULT_PERIOD,
-        container: str | None = None,
-        connection: str = "AzureWebJobsStorage",
+        container: ContainerClient | None = None,
+        storage: StorageAccount | None = None,
         owner: Owner | None = None,
         on_lost: Callable[[LeaseLost], None] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
@@ -35,12 +40,11 @@ class LeaseSemaphore(BaseLease):
         self.limit = limit
         self._slots = [
             BlobLease(
-                f"{key}#slot{i}",
+                f"semaphores/{key}#slot{i}",
                 period=period,
                 container=container,
-                connection=connection,
+                storage=storage,
                 owner=owner,
-                _blob_prefix="semaphores",
             )
             for i in range(limit)
         ]

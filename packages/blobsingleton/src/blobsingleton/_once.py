@@ -18,14 +18,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from shared import deferral
-from shared.busy import Busy, BusyPolicy, check_policy
-from shared.key_templates import resolve_key
-from shared.once.blob_store import BlobRecordStore
-from shared.once.handler import Decision, Mode, OnceHandler, Outcome, payload_hash
-from shared.once.records import RecordStore
+from blobsingleton import _deferral as deferral
+from blobsingleton._blob_records import BlobRecordStore
+from blobsingleton._busy import Busy, BusyPolicy, check_policy
+from blobsingleton._connection import StorageAccount
+from blobsingleton._once_handler import Decision, Mode, OnceHandler, Outcome, payload_hash
+from blobsingleton._records import RecordStore
+from blobsingleton._templates import resolve_key
 
-log = logging.getLogger("shared.once")
+log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +48,7 @@ def once(
     defer_seconds: float = 5.0,
     schedule: str | None = None,
     store: RecordStore | None = None,
-    connection: str = "AzureWebJobsStorage",
+    storage: StorageAccount | None = None,
 ) -> Callable[[F], F]:
     """Run the decorated function at most once per resolved `key` while its record lives.
 
@@ -66,7 +67,7 @@ def once(
 
         def handler_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OnceHandler:
             return OnceHandler(
-                store or BlobRecordStore(connection=connection),
+                store or BlobRecordStore(storage=storage),
                 resolve_key(key, signature, args, kwargs, schedule=schedule),
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
@@ -98,10 +99,10 @@ def once(
             if on_in_progress == Busy.DEFER:
                 message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
                 deferral.defer(
-                    message, queue or "", defer_seconds, reason=str(error), connection=connection
+                    message, queue or "", defer_seconds, reason=str(error), storage=storage
                 )
                 return None
-            return on_in_progress(error)  # type: ignore[operator]
+            return on_in_progress(error)
 
         if inspect.iscoroutinefunction(fn):
 

@@ -15,13 +15,11 @@ from typing import Any
 from azure.core.exceptions import (
     AzureError,
     HttpResponseError,
-    ResourceExistsError,
-    ServiceRequestError,
-    ServiceResponseError,
 )
 
-from shared.lease.errors import LeaseError, LeaseLost, StorageUnavailable
-from shared.lease.owner import Owner
+from blobsingleton._owner import Owner
+from blobsingleton._storage import create_container_quietly, error_code, is_transient
+from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 #: Error codes meaning "the lease is not (or no longer) ours".
 LOST_CODES = frozenset(
@@ -67,29 +65,23 @@ class LockState:
         return self.owner is not None and self.owner.token == self.token
 
 
-def _code(error: HttpResponseError) -> str:
-    return str(getattr(error.error_code, "value", error.error_code) or "")
-
-
 @contextlib.contextmanager
 def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
     """Map storage errors to the lease module's exceptions, by `error_code` only."""
     try:
         yield
     except HttpResponseError as error:
-        code = _code(error)
+        code = error_code(error)
         if code in BUSY_CODES:
             raise LockBusy(code) from error
         if code in MISSING_CODES:
             raise LockMissing(code) from error
         if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
             raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
-        if error.status_code is None or error.status_code >= 500 or error.status_code == 408:
+        if is_transient(error):
             raise StorageUnavailable(operation, error) from error
         raise
-    except (ServiceRequestError, ServiceResponseError) as error:
-        raise StorageUnavailable(operation, error) from error
-    except AzureError as error:
+    except AzureError as error:  # no answer at all: connection refused, reset, timed out
         raise StorageUnavailable(operation, error) from error
 
 
@@ -124,12 +116,11 @@ class LockBlob:
         """Create the container and/or empty page blob; losing a creation race is fine."""
         with translated("create", self.key):
             if missing == "ContainerNotFound":
-                with contextlib.suppress(ResourceExistsError):
-                    self._container.create_container(**self._options)
+                create_container_quietly(self._container, **self._options)
             try:
                 self._blob.create_page_blob(0, if_none_match="*", **self._options)
             except HttpResponseError as error:
-                if _code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
+                if error_code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
                     raise
 
     def next_token(self, lease_id: str) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 from croniter import croniter
 
-from shared.settings import resolve_placeholders
+from blobsingleton.settings import resolve_placeholders
 
 
 class InvalidSchedule(ValueError):

@@ -16,27 +16,36 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-import azure.functions as func
-
-from shared import ncrontab
-from shared.settings import resolve_placeholders
+from blobsingleton import schedules as ncrontab
+from blobsingleton._deferral import QueueMessageLike
+from blobsingleton.errors import KeyTemplateError
+from blobsingleton.settings import resolve_placeholders
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
 
-class KeyTemplateError(LookupError):
-    """A `{field}` of a key template could not be resolved from the invocation."""
+@runtime_checkable
+class HttpRequestLike(Protocol):
+    """What key templates read of `azure.functions.HttpRequest`."""
 
-    def __init__(self, template: str, field: str, reason: str) -> None:
-        super().__init__(f"key template {template!r}: {{{field}}} {reason}")
-        self.template = template
-        self.field = field
+    @property
+    def route_params(self) -> Mapping[str, str]: ...
+
+    @property
+    def params(self) -> Mapping[str, str]: ...
 
 
-def template_fields(template: str) -> list[str]:
-    return _FIELD.findall(template)
+@runtime_checkable
+class TimerRequestLike(Protocol):
+    """What key templates read of `azure.functions.TimerRequest`."""
+
+    @property
+    def past_due(self) -> bool: ...
+
+    @property
+    def schedule_status(self) -> Mapping[str, Any] | None: ...
 
 
 def resolve_key(
@@ -58,15 +67,15 @@ def _lookup(template: str, field: str, bound: Mapping[str, Any], schedule: str |
     if head in bound:
         return _follow(template, field, bound[head], path)
     for value in bound.values():
-        if isinstance(value, func.QueueMessage):
-            body = _json_object(value)
-            if body is not None and head in body:
-                return _follow(template, field, body[head], path)
-        elif isinstance(value, func.HttpRequest):
+        if isinstance(value, HttpRequestLike):
             for source in (value.route_params, value.params):
                 if head in source:
                     return _follow(template, field, source[head], path)
-        elif isinstance(value, func.TimerRequest) and head == "occurrence" and not path:
+        elif isinstance(value, QueueMessageLike):
+            body = _json_object(value)
+            if body is not None and head in body:
+                return _follow(template, field, body[head], path)
+        elif isinstance(value, TimerRequestLike) and head == "occurrence" and not path:
             return _occurrence(template, value, schedule)
     raise KeyTemplateError(
         template,
@@ -88,16 +97,16 @@ def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
     return str(value)
 
 
-def _json_object(message: func.QueueMessage) -> dict[str, Any] | None:
+def _json_object(message: QueueMessageLike) -> dict[str, Any] | None:
     try:
         body = json.loads(message.get_body())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
 
 
 def _occurrence(
-    template: str, timer: func.TimerRequest, schedule: str | None, now: datetime | None = None
+    template: str, timer: TimerRequestLike, schedule: str | None, now: datetime | None = None
 ) -> str:
     """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
 

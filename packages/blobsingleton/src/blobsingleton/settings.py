@@ -5,15 +5,9 @@ from __future__ import annotations
 import os
 import re
 
+from blobsingleton.errors import SettingMissing
+
 _PLACEHOLDER = re.compile(r"%([A-Za-z_][A-Za-z0-9_:.\-]*)%")
-
-
-class SettingMissing(LookupError):
-    """An app setting the app needs is not set."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"app setting {name!r} is not set")
-        self.name = name
 
 
 def setting(name: str, default: str | None = None) -> str | None:

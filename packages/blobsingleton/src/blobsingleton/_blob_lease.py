@@ -5,22 +5,18 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from shared import settings, storage
-from shared.lease.base import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
-from shared.lease.errors import LeaseError, LeaseLost
-from shared.lease.keys import blob_name
-from shared.lease.lock_blob import LockBlob, LockBusy, LockState
-from shared.lease.owner import Owner
+from blobsingleton import _defaults
+from blobsingleton._connection import StorageAccount
+from blobsingleton._keys import blob_name
+from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
+from blobsingleton._owner import Owner
+from blobsingleton.errors import LeaseError, LeaseLost
 
-DEFAULT_CONTAINER = "locks"
-
-
-def lock_container(container: str | None, connection: str) -> Any:
-    """The container client for lock blobs: `container`, else app setting LEASE_CONTAINER."""
-    name = container or settings.setting("LEASE_CONTAINER", DEFAULT_CONTAINER)
-    return storage.blob_service(connection).get_container_client(name)
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 
 class BlobLease(BaseLease):
@@ -35,18 +31,16 @@ class BlobLease(BaseLease):
         key: str,
         *,
         period: float = DEFAULT_PERIOD,
-        container: str | None = None,
-        connection: str = "AzureWebJobsStorage",
+        container: ContainerClient | None = None,
+        storage: StorageAccount | None = None,
         owner: Owner | None = None,
         on_lost: Callable[[LeaseLost], None] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         publish_owner_at_acquire: bool = False,
-        _blob_prefix: str = "",
     ) -> None:
         super().__init__(key, period=period, poll_interval=poll_interval, on_lost=on_lost)
-        self._lock = LockBlob(
-            lock_container(container, connection), blob_name(_blob_prefix, key), key
-        )
+        locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
+        self._lock = LockBlob(locks, blob_name("", key), key)
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
@@ -100,7 +94,8 @@ class BlobLease(BaseLease):
 
 
 def read_lock(
-    key: str, *, container: str | None = None, connection: str = "AzureWebJobsStorage"
+    key: str, *, container: ContainerClient | None = None, storage: StorageAccount | None = None
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
-    return LockBlob(lock_container(container, connection), blob_name("", key), key).read()
+    locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
+    return LockBlob(locks, blob_name("", key), key).read()

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Self
 
-from shared.lease import shutdown
-from shared.lease.errors import (
+from blobsingleton import _shutdown as shutdown
+from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
     LeaseNotHeld,
@@ -28,7 +28,7 @@ from shared.lease.errors import (
     StorageUnavailable,
 )
 
-log = logging.getLogger("shared.lease")
+log = logging.getLogger("blobsingleton")
 
 MIN_PERIOD = 15.0
 MAX_PERIOD = 60.0

@@ -17,15 +17,21 @@ import inspect
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from shared import deferral
-from shared.busy import Busy, BusyPolicy, check_policy
-from shared.key_templates import resolve_key
-from shared.lease import BlobLease, LeaseLost, LeaseTimeout, Owner
-from shared.lease.base import DEFAULT_PERIOD
+from blobsingleton import _deferral as deferral
+from blobsingleton._blob_lease import BlobLease
+from blobsingleton._busy import Busy, BusyPolicy, check_policy
+from blobsingleton._connection import StorageAccount
+from blobsingleton._lease import DEFAULT_PERIOD
+from blobsingleton._owner import Owner
+from blobsingleton._templates import resolve_key
+from blobsingleton.errors import LeaseLost, LeaseTimeout
 
-log = logging.getLogger("shared.singleton")
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
+
+log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,8 +57,8 @@ def singleton(
     queue: str | None = None,
     defer_seconds: float | None = None,
     schedule: str | None = None,
-    container: str | None = None,
-    connection: str = "AzureWebJobsStorage",
+    container: ContainerClient | None = None,
+    storage: StorageAccount | None = None,
 ) -> Callable[[F], F]:
     """Run the function only while holding the lease named by `scope` (a key template).
 
@@ -69,9 +75,7 @@ def singleton(
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> BlobLease:
             key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            return BlobLease(
-                key, period=period, container=container, connection=connection, owner=owner
-            )
+            return BlobLease(key, period=period, container=container, storage=storage, owner=owner)
 
         def when_busy(error: LeaseTimeout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if on_busy == Busy.WAIT:
@@ -82,11 +86,9 @@ def singleton(
             if on_busy == Busy.DEFER:
                 message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
                 delay = defer_seconds if defer_seconds is not None else period
-                deferral.defer(
-                    message, queue or "", delay, reason=str(error), connection=connection
-                )
+                deferral.defer(message, queue or "", delay, reason=str(error), storage=storage)
                 return None
-            return on_busy(error)  # type: ignore[operator]
+            return on_busy(error)
 
         def acquire_args() -> dict[str, Any]:
             if on_busy == Busy.WAIT:

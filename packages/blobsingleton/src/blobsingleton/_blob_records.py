@@ -4,69 +4,70 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError, ResourceExistsError
+from azure.core.exceptions import HttpResponseError
 
-from shared import settings, storage
-from shared.lease.keys import blob_name
-from shared.once.records import Record, RecordConflict, RecordStore
+from blobsingleton import _defaults
+from blobsingleton._connection import StorageAccount
+from blobsingleton._keys import blob_name
+from blobsingleton._records import Record, RecordStore
+from blobsingleton._storage import error_code, retry_on_missing_container, unavailable_as
+from blobsingleton.errors import RecordConflict
 
-DEFAULT_CONTAINER = "runonce"
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
 
 
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    """Lost races become `RecordConflict`, decided by `error_code`; anything else propagates."""
+def _translated(operation: str) -> Iterator[None]:
+    """Lost races become `RecordConflict`, no answer `StorageUnavailable`, by `error_code`."""
     try:
-        yield
+        with unavailable_as(operation):
+            yield
     except HttpResponseError as error:
-        code = str(getattr(error.error_code, "value", error.error_code) or "")
+        code = error_code(error)
         if code in _CONFLICT_CODES or error.status_code == 412:
             raise RecordConflict(code or str(error.status_code)) from error
         raise
 
 
 class BlobRecordStore(RecordStore):
-    """Records in container `container` (app setting RUNONCE_CONTAINER, default "runonce")."""
+    """Records in `container` (default: app setting RUNONCE_CONTAINER, else "runonce")."""
 
-    def __init__(self, container: str | None = None, connection: str = "AzureWebJobsStorage"):
-        name = container or settings.setting("RUNONCE_CONTAINER", DEFAULT_CONTAINER)
-        self._container = storage.blob_service(connection).get_container_client(name)
+    def __init__(
+        self, container: ContainerClient | None = None, storage: StorageAccount | None = None
+    ) -> None:
+        self._container = _defaults.container(container, _defaults.RECORD_CONTAINER, storage)
 
     def _blob(self, key: str) -> Any:
         return self._container.get_blob_client(blob_name("", key))
 
     def get(self, key: str) -> Record | None:
         try:
-            with _translated():
+            with _translated("read run-once record"):
                 download = self._blob(key).download_blob()
                 raw = download.readall()
         except RecordConflict:
             return None
         except HttpResponseError as error:
-            if getattr(error, "error_code", None) == "ContainerNotFound":
+            if error_code(error) == "ContainerNotFound":
                 return None
             raise
         return Record.from_json(raw, download.properties.etag)
 
     def put_if_absent(self, record: Record) -> Record:
-        try:
-            with _translated():
-                props = self._blob(record.key).upload_blob(record.to_json(), overwrite=False)
-        except HttpResponseError as error:
-            if getattr(error, "error_code", None) != "ContainerNotFound":
-                raise
-            with contextlib.suppress(ResourceExistsError):
-                self._container.create_container()
-            with _translated():
-                props = self._blob(record.key).upload_blob(record.to_json(), overwrite=False)
+        blob = self._blob(record.key)
+        with _translated("create run-once record"):
+            props = retry_on_missing_container(
+                self._container, lambda: blob.upload_blob(record.to_json(), overwrite=False)
+            )
         return record.with_(etag=props["etag"])
 
     def replace(self, record: Record, etag: str) -> Record:
-        with _translated():
+        with _translated("update run-once record"):
             props = self._blob(record.key).upload_blob(
                 record.to_json(),
                 overwrite=True,
@@ -76,5 +77,5 @@ class BlobRecordStore(RecordStore):
         return record.with_(etag=props["etag"])
 
     def delete(self, key: str, etag: str) -> None:
-        with _translated():
+        with _translated("delete run-once record"):
             self._blob(key).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from shared.lease.errors import InvalidKey
+from blobsingleton.errors import InvalidKey
 
 MAX_KEY_LENGTH = 256
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -23,8 +23,8 @@ def validate_key(key: object, *, max_length: int = MAX_KEY_LENGTH) -> str:
         raise InvalidKey(key, "must not be empty")
     if len(key) > max_length:
         raise InvalidKey(key, f"is {len(key)} characters long, the limit is {max_length}")
-    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in key):
-        raise InvalidKey(key, "contains control characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in key):
+        raise InvalidKey(key, "contains control characters or lone surrogates")
     segments = key.replace("\\", "/").split("/")
     if key.startswith(("/", "\\")) or any(s in (".", "..") for s in segments):
         raise InvalidKey(key, "contains a path segment ('/', '.' or '..') that escapes its prefix")

@@ -1,0 +1,83 @@
+"""Singleton and run-once for Python Azure Functions, on Azure Blob Storage leases.
+
+    from blobsingleton import Busy, current_lease, once, singleton
+
+    @bp.queue_trigger(arg_name="msg", queue_name="%IMPORT_QUEUE%", connection="AzureWebJobsStorage")
+    @singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+    def import_account(msg: func.QueueMessage) -> None:
+        lease = current_lease()          # fencing token, ensure_held() before side effects
+
+Everything importable from here is the public API; modules starting with `_` are not.
+"""
+
+from blobsingleton._blob_lease import BlobLease, read_lock
+from blobsingleton._blob_records import BlobRecordStore
+from blobsingleton._busy import Busy
+from blobsingleton._connection import StorageAccount, from_settings, set_client_options
+from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._lease import BaseLease
+from blobsingleton._lock_blob import LockState
+from blobsingleton._once import once
+from blobsingleton._once_handler import Mode
+from blobsingleton._owner import Owner
+from blobsingleton._records import Record, RecordStore, Status
+from blobsingleton._semaphore import LeaseSemaphore
+from blobsingleton._shutdown import install_signal_handlers, release_all
+from blobsingleton._singleton import current_lease, singleton
+from blobsingleton.errors import (
+    AlreadyInProgress,
+    BlobSingletonError,
+    InvalidKey,
+    KeyTemplateError,
+    LeaseError,
+    LeaseLost,
+    LeaseNotHeld,
+    LeaseTimeout,
+    OnceError,
+    PayloadMismatch,
+    RecordConflict,
+    SettingMissing,
+    StorageUnavailable,
+)
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "AlreadyInProgress",
+    "BaseLease",
+    "BlobLease",
+    "BlobRecordStore",
+    "BlobSingletonError",
+    "Busy",
+    "InvalidKey",
+    "KeyTemplateError",
+    "LeaseError",
+    "LeaseLost",
+    "LeaseNotHeld",
+    "LeaseSemaphore",
+    "LeaseTimeout",
+    "LockState",
+    "Mode",
+    "OnceError",
+    "Owner",
+    "PayloadMismatch",
+    "Record",
+    "RecordConflict",
+    "RecordStore",
+    "SettingMissing",
+    "Status",
+    "StorageAccount",
+    "StorageUnavailable",
+    "__version__",
+    "blob_name",
+    "current_lease",
+    "encode_key",
+    "from_settings",
+    "install_signal_handlers",
+    "once",
+    "read_lock",
+    "release_all",
+    "set_client_options",
+    "singleton",
+    "validate_key",
+]

@@ -1,0 +1,140 @@
+"""Where the library's blobs (and deferred queue messages) live: one storage account.
+
+`from_settings("AzureWebJobsStorage")` reads the connection the way the Functions host does:
+a connection string (`UseDevelopmentStorage=true` included, which the SDK understands), or
+identity-based settings (`__accountName`, or `__blobServiceUri` / `__queueServiceUri`) with
+`DefaultAzureCredential`. Anything else is given explicitly: a URL plus a credential.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from blobsingleton.errors import SettingMissing
+from blobsingleton.settings import setting
+
+if TYPE_CHECKING:
+    from azure.storage.blob import BlobServiceClient
+    from azure.storage.queue import QueueServiceClient
+
+
+@dataclass(frozen=True)
+class StorageAccount:
+    """How to reach one storage account: a connection string, or service URLs + a credential.
+
+    `client_options` are passed to every client built here (retry settings, a transport,
+    per-call policies: the local host adds a request-counting hook this way).
+    """
+
+    connection_string: str | None = None
+    blob_url: str | None = None
+    queue_url: str | None = None
+    credential: Any = None
+    client_options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    name: str = "AzureWebJobsStorage"
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, compare=False, hash=False, repr=False
+    )
+
+    def with_options(self, **client_options: Any) -> StorageAccount:
+        """The same account with more client options (its clients are built anew)."""
+        return replace(
+            self, client_options={**self.client_options, **client_options}, _cache={},
+            _lock=threading.Lock(),
+        )  # fmt: skip
+
+    def blob_service(self) -> BlobServiceClient:
+        """The account's `BlobServiceClient` (built once, shared by every lease and record)."""
+        from azure.storage.blob import BlobServiceClient
+
+        return self._client("blob", BlobServiceClient, self.blob_url)  # type: ignore[no-any-return]
+
+    def queue_service(self) -> QueueServiceClient:
+        """The account's `QueueServiceClient` (deferral only; needs `azure-storage-queue`)."""
+        from azure.storage.queue import QueueServiceClient
+
+        return self._client("queue", QueueServiceClient, self.queue_url)  # type: ignore[no-any-return]
+
+    def _client(self, kind: str, client_cls: Any, url: str | None) -> Any:
+        with self._lock:
+            if kind not in self._cache:
+                if self.connection_string:
+                    client = client_cls.from_connection_string(
+                        self.connection_string, **self.client_options
+                    )
+                elif url:
+                    client = client_cls(url, credential=self.credential, **self.client_options)
+                else:
+                    raise SettingMissing(f"{self.name}__{kind}ServiceUri")
+                self._cache[kind] = client
+            return self._cache[kind]
+
+
+_accounts: dict[tuple[Any, ...], StorageAccount] = {}
+_default_options: dict[str, Any] = {}
+_accounts_lock = threading.Lock()
+_SUFFIXES = ("", "__accountName", "__blobServiceUri", "__queueServiceUri", "__clientId")
+
+
+def set_client_options(**client_options: Any) -> None:
+    """Client options for every account `from_settings` builds from now on.
+
+    For whoever hosts the app: a test or a local host adds a request-counting hook
+    (`raw_request_hook`) or retry settings here, without the app knowing.
+    """
+    with _accounts_lock:
+        _default_options.clear()
+        _default_options.update(client_options)
+        _accounts.clear()
+
+
+def from_settings(name: str = "AzureWebJobsStorage") -> StorageAccount:
+    """The account app setting `name` names: a connection string, or `name__*` identity settings.
+
+    Built once per distinct value of those settings, so every lease and record shares its
+    clients (and their connection pools). A connection string and identity settings together,
+    or neither, is a configuration error naming the settings involved.
+    """
+    cache_key = (name, *(setting(name + suffix) for suffix in _SUFFIXES))
+    with _accounts_lock:
+        account = _accounts.get(cache_key)
+        if account is None:
+            account = _accounts[cache_key] = _read_settings(name, dict(_default_options))
+        return account
+
+
+def _read_settings(name: str, client_options: dict[str, Any]) -> StorageAccount:
+    value = setting(name)
+    account = setting(f"{name}__accountName")
+    blob = setting(f"{name}__blobServiceUri")
+    queue = setting(f"{name}__queueServiceUri")
+    identity = [n for n, v in (("accountName", account), ("blobServiceUri", blob),
+                                ("queueServiceUri", queue)) if v]  # fmt: skip
+    if value and identity:
+        given = ", ".join(f"{name}__{n}" for n in identity)
+        raise SettingMissing(
+            name,
+            f"both a connection string in {name} and identity-based settings ({given})"
+            " are set; keep one",
+        )
+    if value:
+        return StorageAccount(connection_string=value, client_options=client_options, name=name)
+    if account:
+        blob = blob or f"https://{account}.blob.core.windows.net"
+        queue = queue or f"https://{account}.queue.core.windows.net"
+    if not (blob or queue):
+        raise SettingMissing(
+            name,
+            f"neither {name} (a connection string) nor {name}__accountName /"
+            f" {name}__blobServiceUri (identity-based) is set",
+        )
+    from azure.identity import DefaultAzureCredential
+
+    credential = DefaultAzureCredential(managed_identity_client_id=setting(f"{name}__clientId"))
+    return StorageAccount(
+        blob_url=blob, queue_url=queue, credential=credential,
+        client_options=client_options, name=name,
+    )  # fmt: skip

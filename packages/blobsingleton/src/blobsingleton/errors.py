@@ -1,0 +1,128 @@
+"""Every error the library raises: one root, one subclass per failure.
+
+Each subclasses the builtin it behaves like (`TimeoutError`, `ValueError`, `LookupError`), so
+`except TimeoutError` works too, carries the data a caller needs as attributes, and survives
+pickling (`__reduce__` rebuilds it from those attributes), so it can cross a process pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BlobSingletonError(Exception):
+    """Root of every error this library raises."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if not self._fields:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, name) for name in self._fields))
+
+
+class SettingMissing(BlobSingletonError, LookupError):
+    """An app setting the library needs is not set (or the settings contradict each other)."""
+
+    _fields = ("name", "detail")
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(detail or f"app setting {name!r} is not set")
+        self.name = name
+        self.detail = detail
+
+
+class InvalidKey(BlobSingletonError, ValueError):
+    """A key cannot become a blob name (empty, too long, control characters, escaping)."""
+
+    _fields = ("key", "reason")
+
+    def __init__(self, key: object, reason: str) -> None:
+        super().__init__(f"invalid key: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class KeyTemplateError(BlobSingletonError, LookupError):
+    """A `{field}` of a key template could not be resolved from the invocation."""
+
+    _fields = ("template", "field", "reason")
+
+    def __init__(self, template: str, field: str, reason: str) -> None:
+        super().__init__(f"key template {template!r}: {{{field}}} {reason}")
+        self.template = template
+        self.field = field
+        self.reason = reason
+
+
+class StorageUnavailable(BlobSingletonError):
+    """Storage did not answer, or answered with a server error, after the client's retries."""
+
+    _fields = ("operation", "cause")
+
+    def __init__(self, operation: str, cause: BaseException | str) -> None:
+        super().__init__(f"storage unavailable during {operation}: {cause}")
+        self.operation = operation
+        self.cause = str(cause)
+
+
+# -- leases ----------------------------------------------------------------------------------------
+class LeaseError(BlobSingletonError):
+    """Root of the lease errors."""
+
+
+class LeaseTimeout(LeaseError, TimeoutError):
+    """The lease was held by someone else for the whole time the caller was willing to wait."""
+
+    _fields = ("key", "waited")
+
+    def __init__(self, key: str, waited: float) -> None:
+        super().__init__(f"lease {key!r} is busy (waited {waited:.1f} s)")
+        self.key = key
+        self.waited = waited
+
+
+class LeaseLost(LeaseError):
+    """The holder can no longer be sure it holds the lease: stop before the next side effect."""
+
+    _fields = ("key", "token", "reason")
+
+    def __init__(self, key: str, token: int | None, reason: str) -> None:
+        super().__init__(f"lease {key!r} (token {token}) lost: {reason}")
+        self.key = key
+        self.token = token
+        self.reason = reason
+
+
+class LeaseNotHeld(LeaseError):
+    """An operation that needs the lease was called on a lease that is not held."""
+
+
+# -- run-once records ------------------------------------------------------------------------------
+class OnceError(BlobSingletonError):
+    """Root of the run-once errors."""
+
+
+class AlreadyInProgress(OnceError, TimeoutError):
+    """Another delivery of the same key is running (and has not expired)."""
+
+    _fields = ("key", "expires_at")
+
+    def __init__(self, key: str, expires_at: float) -> None:
+        super().__init__(f"run-once key {key!r} is in progress elsewhere")
+        self.key = key
+        self.expires_at = expires_at
+
+
+class PayloadMismatch(OnceError, ValueError):
+    """The same key arrived with a different payload than the one recorded."""
+
+    _fields = ("key",)
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"run-once key {key!r} was used before with a different payload")
+        self.key = key
+
+
+class RecordConflict(OnceError):
+    """A conditional write lost a race: the record exists, changed, or is gone."""
