@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from blobsingleton import _defaults
@@ -37,20 +39,33 @@ class BlobLease(BaseLease):
         on_lost: Callable[[LeaseLost], None] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         publish_owner_at_acquire: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(key, period=period, poll_interval=poll_interval, on_lost=on_lost)
+        super().__init__(
+            key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
+        )
         locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
-        self._lock = LockBlob(locks, blob_name("", key), key)
+        self._candidates = [LockBlob(locks, blob_name("", name), name) for name in self._blobs()]
+        self._lock = self._candidates[0]
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
         self._lease_id = ""
 
+    def _blobs(self) -> Sequence[str]:
+        """The lock blobs this lease may take, any one of them (one for a plain lease)."""
+        return [self.key]
+
     def _try_acquire(self) -> int | None:
         lease_id = str(uuid.uuid4())
-        try:
-            self._lock.acquire(lease_id, self.period)
-        except LockBusy:
+        for lock in random.sample(self._candidates, len(self._candidates)):
+            try:
+                lock.acquire(lease_id, self.period)
+            except LockBusy:
+                continue
+            self._lock = lock
+            break
+        else:
             return None
         self._lease_id = lease_id
         try:
@@ -87,10 +102,6 @@ class BlobLease(BaseLease):
     def lease_id(self) -> str:
         """The storage lease id of the current acquisition (needed to write the leased blob)."""
         return self._lease_id
-
-    def read_state(self) -> LockState | None:
-        """The lock's public state, as any other instance would see it (1 request)."""
-        return self._lock.read()
 
 
 def read_lock(

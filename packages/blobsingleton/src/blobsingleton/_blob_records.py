@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
@@ -17,7 +17,8 @@ from blobsingleton._storage import error_code, retry_on_missing_container, unava
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
-    from azure.storage.blob import ContainerClient
+    from azure.storage.blob import BlobClient, ContainerClient
+
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
 
 
@@ -42,7 +43,7 @@ class BlobRecordStore(RecordStore):
     ) -> None:
         self._container = _defaults.container(container, _defaults.RECORD_CONTAINER, storage)
 
-    def _blob(self, key: str) -> Any:
+    def _blob(self, key: str) -> BlobClient:
         return self._container.get_blob_client(blob_name("", key))
 
     def get(self, key: str) -> Record | None:
@@ -64,7 +65,7 @@ class BlobRecordStore(RecordStore):
             props = retry_on_missing_container(
                 self._container, lambda: blob.upload_blob(record.to_json(), overwrite=False)
             )
-        return record.with_(etag=props["etag"])
+        return record.with_(etag=str(props["etag"]))
 
     def replace(self, record: Record, etag: str) -> Record:
         with _translated("update run-once record"):
@@ -74,7 +75,7 @@ class BlobRecordStore(RecordStore):
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
             )
-        return record.with_(etag=props["etag"])
+        return record.with_(etag=str(props["etag"]))
 
     def delete(self, key: str, etag: str) -> None:
         with _translated("delete run-once record"):

@@ -1,10 +1,30 @@
-"""What a decorated function does when its key is busy (held, or in progress elsewhere)."""
+"""What both decorators share: the busy policy, and one sync/async wrapper around a guard.
+
+`@singleton` and `@once` differ only in what guards an invocation (a lease, a run-once
+record). Everything else is here, once: deciding whether to run, applying the busy policy,
+settling the guard after the body, keeping blocking storage calls off the event loop, and
+giving back what was taken when an async invocation is cancelled.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+import inspect
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from blobsingleton import _deferral as deferral
+from blobsingleton._connection import StorageAccount
+from blobsingleton._offloop import off_loop
+
+log = logging.getLogger("blobsingleton")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Busy(StrEnum):
@@ -26,3 +46,116 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
         raise ValueError("on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)")
     if not isinstance(policy, Busy) and not callable(policy):
         raise TypeError(f"on_busy must be a Busy policy or a callable, not {policy!r}")
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A guard's verdict: run the body, or return `result` without running, or it is busy."""
+
+    run: bool
+    result: Any = None
+    busy: Exception | None = None
+
+
+RUN = Admission(run=True)
+
+
+class Guard(ABC):
+    """What protects one invocation: entered before the body, settled after it."""
+
+    @abstractmethod
+    def enter(self, wait: bool) -> Admission:
+        """Blocking: take the guard (waiting if `wait`), or say why not."""
+
+    @abstractmethod
+    async def enter_async(self, wait: bool) -> Admission:
+        """`enter` without blocking the loop; cancelled, it leaves nothing taken."""
+
+    @abstractmethod
+    def settle(self, result: Any, failed: bool) -> None:
+        """Blocking: give the guard back after the body (which returned `result` or raised)."""
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Context the body runs in (e.g. the current lease); none by default."""
+        yield
+
+
+@dataclass(frozen=True)
+class BusyHandling:
+    """The busy policy of one decorated function, and where a DEFER re-enqueues."""
+
+    policy: BusyPolicy
+    queue: str | None
+    defer_seconds: float
+    storage: StorageAccount | None
+
+    def apply(self, error: Exception, name: str, arguments: dict[str, Any]) -> Any:
+        """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
+        if self.policy == Busy.WAIT:
+            raise error
+        if self.policy == Busy.SKIP:
+            log.info("%s skipped: %s", name, error)
+            return None
+        if self.policy == Busy.DEFER:
+            message = deferral.find_message(arguments)
+            deferral.defer(
+                message, self.queue or "", self.defer_seconds, reason=str(error),
+                storage=self.storage,
+            )  # fmt: skip
+            return None
+        return self.policy(error)
+
+
+def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
+    """Wrap `fn` (sync or async, signature kept for the worker's indexing) in its guard.
+
+    `make_guard(*args, **kwargs)` builds the guard of one invocation.
+    """
+    signature = inspect.signature(fn)
+    wait = busy.policy == Busy.WAIT
+
+    def not_run(admission: Admission, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if admission.busy is None:
+            return admission.result
+        arguments = signature.bind(*args, **kwargs).arguments
+        return busy.apply(admission.busy, fn.__name__, arguments)
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            guard = make_guard(*args, **kwargs)
+            admission = await guard.enter_async(wait)
+            if not admission.run:
+                if admission.busy is not None and busy.policy == Busy.DEFER:
+                    return await off_loop(lambda: not_run(admission, args, kwargs))
+                return not_run(admission, args, kwargs)
+            try:
+                with guard.running():
+                    result = await fn(*args, **kwargs)
+            except BaseException:
+                # Cancelled or failed: the guard is given back even if this task is cancelled.
+                await off_loop(lambda: guard.settle(None, failed=True))
+                raise
+            await off_loop(lambda: guard.settle(result, failed=False))
+            return result
+
+        return run_async  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        guard = make_guard(*args, **kwargs)
+        admission = guard.enter(wait)
+        if not admission.run:
+            return not_run(admission, args, kwargs)
+        try:
+            with guard.running():
+                result = fn(*args, **kwargs)
+        except BaseException:
+            guard.settle(None, failed=True)
+            raise
+        guard.settle(result, failed=False)
+        return result
+
+    return run  # type: ignore[return-value]

@@ -4,7 +4,12 @@
 signal and the context managers. A backend implements `_try_acquire`, `_renew`, `_release`
 (and may publish an owner record). Renewal is a loop waiting on an Event; unlike a silent
 renewal thread, losing the lease is always visible: `is_held` turns False and
-`ensure_held()` raises at once, an error is logged, `on_lost` is called, then `lost` is set.
+`ensure_held()` raises at once, `on_lost` is called, then `lost` is set.
+
+The renewal thread logs nothing itself: its records wait for the holder's own thread or task
+(`ensure_held`, `release`), so the Python worker ties them to the invocation. The async
+paths keep every storage call off the event loop, and a cancelled `acquire_async` gives back
+a lease its attempt took after the task was gone.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
+from blobsingleton._offloop import captured_logs, emit, off_loop
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -55,7 +61,9 @@ class BaseLease(ABC):
         period: float = DEFAULT_PERIOD,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         on_lost: Callable[[LeaseLost], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: the monotonic clock periods are measured on (a test injects its own)."""
         self.key = key
         self.period = check_period(period)
         self.poll_interval = poll_interval
@@ -68,6 +76,10 @@ class BaseLease(ABC):
         self._stop_renewing = threading.Event()
         self._renewer: threading.Thread | None = None
         self._state_lock = threading.Lock()
+        self._clock = clock
+        self._renewals = 0
+        #: Records the renewal thread logged, emitted by the holder's thread or task.
+        self._pending_logs: list[logging.LogRecord] = []
 
     # -- what a backend implements -------------------------------------------------------------
     @abstractmethod
@@ -111,6 +123,7 @@ class BaseLease(ABC):
         waits = self._waits(timeout, blocking, poll_interval)
         while not self._attempt():
             time.sleep(next(waits))
+        emit(self._pending_logs)
         return self
 
     async def acquire_async(
@@ -119,14 +132,32 @@ class BaseLease(ABC):
         blocking: bool = True,
         poll_interval: float | None = None,
     ) -> Self:
-        """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
+        """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop.
+
+        Cancelled at any point, it leaves the lease free: an attempt already on its way gives
+        back what it takes.
+        """
         waits = self._waits(timeout, blocking, poll_interval)
-        while not await asyncio.to_thread(self._attempt):
+        while not await off_loop(self._attempt, undo=self._give_back_if_taken):
             await asyncio.sleep(next(waits))
+        emit(self._pending_logs)
         return self
 
     def release(self) -> None:
         """Stop renewing and give the lease back. Safe to call twice or after a loss."""
+        self._give_back()
+        emit(self._pending_logs)
+
+    async def release_async(self) -> None:
+        """`release` off the event loop; a cancelled caller still has the lease given back."""
+        await off_loop(self._give_back)
+        emit(self._pending_logs)
+
+    def _give_back_if_taken(self, taken: bool) -> None:
+        if taken:
+            self._give_back()
+
+    def _give_back(self) -> None:
         with self._state_lock:
             if self._token is None:
                 return
@@ -146,11 +177,9 @@ class BaseLease(ABC):
                 "lease %s (token %s) not released, it expires by itself: %s", self.key, token, error
             )
 
-    async def release_async(self) -> None:
-        await asyncio.to_thread(self.release)
-
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
+        emit(self._pending_logs)
         if self._lost_error is not None:
             raise self._lost_error
         if self._token is None:
@@ -159,6 +188,7 @@ class BaseLease(ABC):
             self._declare_lost(
                 "not renewed within its period (process paused or storage unreachable)"
             )
+            emit(self._pending_logs)
             raise self._lost_error  # type: ignore[misc]
 
     def __enter__(self) -> Self:
@@ -183,19 +213,19 @@ class BaseLease(ABC):
         self, timeout: float | None, blocking: bool, poll_interval: float | None
     ) -> Iterator[float]:
         """Jittered sleeps between attempts; raises `LeaseTimeout` when waiting is over."""
-        started = time.monotonic()
+        started = self._clock()
         interval = poll_interval or self.poll_interval
         while True:
-            remaining = None if timeout is None else timeout - (time.monotonic() - started)
+            remaining = None if timeout is None else timeout - (self._clock() - started)
             if not blocking or (remaining is not None and remaining <= 0):
-                raise LeaseTimeout(self.key, time.monotonic() - started)
+                raise LeaseTimeout(self.key, self._clock() - started)
             delay = interval * random.uniform(0.5, 1.5)
             yield delay if remaining is None else min(delay, remaining)
 
     def _attempt(self) -> bool:
         if self._token is not None:
             raise LeaseError(f"lease {self.key!r} is already held by this object")
-        sent_at = time.monotonic()
+        sent_at = self._clock()
         token = self._try_acquire()
         if token is None:
             return False
@@ -203,48 +233,58 @@ class BaseLease(ABC):
             self._token = token
             self._confirmed_at = sent_at
             self._lost_error = None
+            self._renewals = 0
             self.lost.clear()
             self._stop_renewing.clear()
+        self._start_renewing()
+        shutdown.remember(self)
+        return True
+
+    def _start_renewing(self) -> None:
         self._renewer = threading.Thread(
             target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
         )
         self._renewer.start()
-        shutdown.remember(self)
-        return True
 
     def _expired_locally(self) -> bool:
-        return time.monotonic() >= self._confirmed_at + self.period - CLOCK_MARGIN
+        return self._clock() >= self._confirmed_at + self.period - CLOCK_MARGIN
 
     def _renew_loop(self) -> None:
-        """Renew every third of the period; retry transient failures sooner; report loss once."""
+        with captured_logs(self._pending_logs):
+            wait: float | None = self.period / 3
+            while wait is not None and not self._stop_renewing.wait(wait):
+                wait = self._renew_step()
+
+    def _renew_step(self) -> float | None:
+        """One renewal: the wait before the next one, or None once the lease is lost.
+
+        Every third of the period; a transient failure is retried after at most a second
+        until the period runs out, then the lease is declared lost.
+        """
         interval = self.period / 3
-        first = True
-        wait = interval
-        while not self._stop_renewing.wait(wait):
-            sent_at = time.monotonic()
+        sent_at = self._clock()
+        try:
+            self._renew()
+        except LeaseLost as error:
+            self._declare_lost(error.reason)
+            return None
+        except StorageUnavailable as error:
+            if self._expired_locally():
+                self._declare_lost(f"renewal failed until the period ran out: {error}")
+                return None
+            log.warning("lease %s renewal failed, retrying: %s", self.key, error)
+            return min(1.0, interval)
+        except Exception as error:  # a bug or unexpected storage answer: still make it visible
+            self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
+            return None
+        self._confirmed_at = sent_at
+        self._renewals += 1
+        if self._renewals == 1:
             try:
-                self._renew()
-            except LeaseLost as error:
-                self._declare_lost(error.reason)
-                return
-            except StorageUnavailable as error:
-                if self._expired_locally():
-                    self._declare_lost(f"renewal failed until the period ran out: {error}")
-                    return
-                log.warning("lease %s renewal failed, retrying: %s", self.key, error)
-                wait = min(1.0, interval)
-                continue
-            except Exception as error:  # a bug or unexpected storage answer: still make it visible
-                self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
-                return
-            self._confirmed_at = sent_at
-            wait = interval
-            if first:
-                first = False
-                try:
-                    self._on_first_renewal()
-                except LeaseError as error:
-                    log.warning("lease %s: owner record not published: %s", self.key, error)
+                self._on_first_renewal()
+            except LeaseError as error:
+                log.warning("lease %s: owner record not published: %s", self.key, error)
+        return interval
 
     def _declare_lost(self, reason: str) -> None:
         with self._state_lock:

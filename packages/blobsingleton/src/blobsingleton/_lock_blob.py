@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import (
     AzureError,
@@ -20,6 +20,9 @@ from azure.core.exceptions import (
 from blobsingleton._owner import Owner
 from blobsingleton._storage import create_container_quietly, error_code, is_transient
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
+
+if TYPE_CHECKING:
+    from azure.storage.blob import BlobLeaseClient, ContainerClient
 
 #: Error codes meaning "the lease is not (or no longer) ours".
 LOST_CODES = frozenset(
@@ -89,13 +92,13 @@ class LockBlob:
     """The lock blob of one key: acquire, fence, renew, publish owner, release, read."""
 
     def __init__(
-        self, container: Any, blob_name: str, key: str, request_timeout: float = 5.0
+        self, container: ContainerClient, blob_name: str, key: str, request_timeout: float = 5.0
     ) -> None:
         self._container = container
         self._blob = container.get_blob_client(blob_name)
         self.key = key
         # Bound every call, so a hung connection cannot outlive the lease it serves.
-        self._options = {
+        self._options: dict[str, Any] = {
             "timeout": max(1, int(request_timeout)),
             "connection_timeout": request_timeout,
             "read_timeout": request_timeout,
@@ -127,7 +130,7 @@ class LockBlob:
         """Increment the fencing token under our lease; the service returns the new value."""
         with translated("fence", self.key):
             result = self._blob.set_sequence_number("increment", lease=lease_id, **self._options)
-        return int(result["blob_sequence_number"])
+        return int(str(result["blob_sequence_number"]))
 
     def renew(self, lease_id: str, token: int, timeout: float) -> None:
         """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
@@ -163,7 +166,7 @@ class LockBlob:
             owner=Owner.from_metadata(props.metadata or {}),
         )
 
-    def _lease(self, lease_id: str) -> Any:
+    def _lease(self, lease_id: str) -> BlobLeaseClient:
         from azure.storage.blob import BlobLeaseClient
 
         return BlobLeaseClient(self._blob, lease_id=lease_id)

@@ -10,17 +10,23 @@ key so the host's retry runs it again.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import inspect
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from blobsingleton import _deferral as deferral
 from blobsingleton._blob_records import BlobRecordStore
-from blobsingleton._busy import Busy, BusyPolicy, check_policy
+from blobsingleton._busy import (
+    RUN,
+    Admission,
+    Busy,
+    BusyHandling,
+    BusyPolicy,
+    Guard,
+    check_policy,
+    guarded,
+)
 from blobsingleton._connection import StorageAccount
 from blobsingleton._once_handler import Decision, Mode, OnceHandler, Outcome, payload_hash
 from blobsingleton._records import RecordStore
@@ -33,6 +39,41 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+class _RecordGuard(Guard):
+    """One invocation's run-once record: claimed before the body, completed or freed after."""
+
+    def __init__(self, handler: OnceHandler, function: str, wait_timeout: float) -> None:
+        self.handler = handler
+        self.function = function
+        self.wait_timeout = wait_timeout
+
+    def enter(self, wait: bool) -> Admission:
+        handler = self.handler
+        return self._admission(handler.wait(self.wait_timeout) if wait else handler.begin())
+
+    async def enter_async(self, wait: bool) -> Admission:
+        outcome = await self.handler.begin_async(self.wait_timeout if wait else 0.0)
+        return self._admission(outcome)
+
+    def _admission(self, outcome: Outcome) -> Admission:
+        if outcome.decision == Decision.EXECUTE:
+            return RUN
+        if outcome.decision == Decision.STORED:
+            log.info(
+                "%s: %s already done, returning its stored result", self.function, self.handler.key
+            )
+            return Admission(run=False, result=outcome.record.result)
+        if outcome.decision == Decision.ABANDONED:
+            return Admission(run=False)
+        return Admission(run=False, busy=self.handler.busy_error(outcome.record))
+
+    def settle(self, result: Any, failed: bool) -> None:
+        if failed:
+            self.handler.fail()
+        else:
+            self.handler.complete(result)
 
 
 def once(
@@ -50,23 +91,27 @@ def once(
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
 ) -> Callable[[F], F]:
-    """Run the decorated function at most once per resolved `key` while its record lives.
+    """Run the decorated function's work once per resolved `key` while its record lives.
 
+    A completed key returns its stored result without running; a failed run frees the key.
     `mode`: after a crash mid-run, AT_LEAST_ONCE (default) reruns once the in-progress record
-    expires (`in_progress_timeout`, default 5 min); AT_MOST_ONCE never reruns it.
+    expires (`in_progress_timeout`, default 5 min), so the work may run twice across a crash;
+    AT_MOST_ONCE never reruns it, so a crash may leave it undone.
     `retention`: how long a completed key is remembered (default 7 days).
     `payload(*args, **kwargs)`: what must match for a duplicate; a different one raises
     `PayloadMismatch`. `on_in_progress`: WAIT (poll up to `wait_timeout`, then
     `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue` after `defer_seconds`), or a callable.
+    Async functions never block the loop; cancelled, they free (or never claim) the key.
     """
     check_policy(on_in_progress, queue)
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
+    busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
 
-        def handler_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OnceHandler:
-            return OnceHandler(
+        def make_guard(*args: Any, **kwargs: Any) -> _RecordGuard:
+            handler = OnceHandler(
                 store or BlobRecordStore(storage=storage),
                 resolve_key(key, signature, args, kwargs, schedule=schedule),
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
@@ -74,68 +119,8 @@ def once(
                 in_progress_timeout=in_progress_s,
                 retention=retention_s,
             )
+            return _RecordGuard(handler, fn.__name__, wait_timeout)
 
-        def begin(handler: OnceHandler) -> Outcome:
-            if on_in_progress == Busy.WAIT:
-                return handler.wait(wait_timeout)
-            return handler.begin()
-
-        def not_executed(
-            handler: OnceHandler, outcome: Outcome, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Any:
-            if outcome.decision == Decision.STORED:
-                log.info(
-                    "%s: %s already done, returning its stored result", fn.__name__, handler.key
-                )
-                return outcome.record.result
-            if outcome.decision == Decision.ABANDONED:
-                return None
-            error = handler.busy_error(outcome.record)
-            if on_in_progress == Busy.WAIT:
-                raise error
-            if on_in_progress == Busy.SKIP:
-                log.info("%s skipped: %s", fn.__name__, error)
-                return None
-            if on_in_progress == Busy.DEFER:
-                message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
-                deferral.defer(
-                    message, queue or "", defer_seconds, reason=str(error), storage=storage
-                )
-                return None
-            return on_in_progress(error)
-
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                handler = handler_for(args, kwargs)
-                outcome = await asyncio.to_thread(begin, handler)
-                if outcome.decision != Decision.EXECUTE:
-                    return await asyncio.to_thread(not_executed, handler, outcome, args, kwargs)
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException:
-                    await asyncio.to_thread(handler.fail)
-                    raise
-                await asyncio.to_thread(handler.complete, result)
-                return result
-
-            return run_async  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            handler = handler_for(args, kwargs)
-            outcome = begin(handler)
-            if outcome.decision != Decision.EXECUTE:
-                return not_executed(handler, outcome, args, kwargs)
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException:
-                handler.fail()
-                raise
-            handler.complete(result)
-            return result
-
-        return run  # type: ignore[return-value]
+        return guarded(fn, make_guard, busy)
 
     return decorate

@@ -13,15 +13,18 @@ deliveries racing on the same key cannot both EXECUTE.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from blobsingleton._keys import validate_key
+from blobsingleton._offloop import off_loop
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import AlreadyInProgress, PayloadMismatch, RecordConflict
@@ -74,13 +77,16 @@ class OnceHandler:
         mode: Mode = Mode.AT_LEAST_ONCE,
         in_progress_timeout: float = 300.0,
         retention: float = 7 * 24 * 3600.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`clock`: wall-clock epoch seconds, the time records are stamped and expire in."""
         self.store = store
         self.key = validate_key(key)
         self.payload = payload
         self.mode = mode
         self.in_progress_timeout = in_progress_timeout
         self.retention = retention
+        self.clock = clock
         self._claimed: Record | None = None
 
     def begin(self) -> Outcome:
@@ -88,7 +94,7 @@ class OnceHandler:
         record = self.store.get(self.key)
         for _ in range(MAX_RACES):
             try:
-                return self._decide(record, time.time())
+                return self._decide(record, self.clock())
             except RecordConflict:
                 record = self.store.get(self.key)
         raise RecordConflict(f"run-once key {self.key!r}: lost {MAX_RACES} races in a row")
@@ -102,13 +108,29 @@ class OnceHandler:
             outcome = self.begin()
         return outcome
 
+    async def begin_async(self, wait: float = 0.0, poll_interval: float = 1.0) -> Outcome:
+        """`begin` (polling up to `wait` s while BUSY) without blocking the event loop.
+
+        Cancelled, it claims nothing: a claim its request made after the task was gone is freed.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            outcome = await off_loop(self.begin, undo=self._free_if_claimed)
+            if outcome.decision != Decision.BUSY or time.monotonic() >= deadline:
+                return outcome
+            await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    def _free_if_claimed(self, outcome: Outcome) -> None:
+        if outcome.decision == Decision.EXECUTE:
+            self.fail()
+
     def complete(self, result: Any) -> None:
         """Record the result; later duplicates get it back without running."""
         claimed = self._take_claim()
         done = claimed.with_(
             status=Status.COMPLETED,
             result=_jsonable(result),
-            expires_at=time.time() + self.retention,
+            expires_at=self.clock() + self.retention,
         )
         try:
             self.store.replace(done, claimed.etag or "")

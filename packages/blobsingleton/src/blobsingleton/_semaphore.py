@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import validate_key
-from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseLost
 
@@ -17,8 +17,11 @@ if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
 
-class LeaseSemaphore(BaseLease):
-    """Hold one of `limit` slots of `key`. The token is the fencing token of the slot held."""
+class LeaseSemaphore(BlobLease):
+    """Hold one of `limit` slots of `key`: a blob lease on whichever slot blob is free.
+
+    The token is the fencing token of the slot held (each slot counts on its own).
+    """
 
     def __init__(
         self,
@@ -31,43 +34,25 @@ class LeaseSemaphore(BaseLease):
         owner: Owner | None = None,
         on_lost: Callable[[LeaseLost], None] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if limit < 1:
             raise ValueError(f"a semaphore needs a limit of at least 1, not {limit}")
-        super().__init__(
-            validate_key(key), period=period, poll_interval=poll_interval, on_lost=on_lost
-        )
         self.limit = limit
-        self._slots = [
-            BlobLease(
-                f"semaphores/{key}#slot{i}",
-                period=period,
-                container=container,
-                storage=storage,
-                owner=owner,
-            )
-            for i in range(limit)
-        ]
-        self.slot: int | None = None
+        super().__init__(
+            validate_key(key), period=period, container=container, storage=storage,
+            owner=owner, on_lost=on_lost, poll_interval=poll_interval, clock=clock,
+        )  # fmt: skip
 
-    def _try_acquire(self) -> int | None:
-        for i in random.sample(range(self.limit), self.limit):
-            token = self._slots[i]._try_acquire()
-            if token is not None:
-                self.slot = i
-                return token
-        return None
+    def _blobs(self) -> Sequence[str]:
+        return [self._slot_key(i) for i in range(self.limit)]
 
-    def _renew(self) -> None:
-        self._held_slot()._renew()
+    def _slot_key(self, slot: int) -> str:
+        return f"semaphores/{self.key}#slot{slot}"
 
-    def _on_first_renewal(self) -> None:
-        self._held_slot()._on_first_renewal()
-
-    def _release(self) -> None:
-        slot, self.slot = self._held_slot(), None
-        slot._release()
-
-    def _held_slot(self) -> BlobLease:
-        assert self.slot is not None, "semaphore slot used while not held"
-        return self._slots[self.slot]
+    @property
+    def slot(self) -> int | None:
+        """Which slot this holder has, None when it holds none."""
+        if self._token is None:
+            return None
+        return self._blobs().index(self._lock.key)

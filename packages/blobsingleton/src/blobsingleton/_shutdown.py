@@ -1,14 +1,17 @@
 """Release held leases when the process is asked to stop, so a waiter takes over at once.
 
 Without this a stopped instance keeps its leases until they expire (up to a lease period).
-`install_signal_handlers()` chains to whatever handler was installed before, so the host's
-own shutdown still runs.
+Leases still held at a normal interpreter exit are released (atexit, always registered);
+`install_signal_handlers()` adds SIGTERM/SIGINT, chained to whatever handler was installed
+before, so the host's own shutdown still runs.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
+import os
 import signal
 import threading
 import weakref
@@ -55,17 +58,30 @@ def release_all() -> int:
 
 
 def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
-    """On these signals release held leases, then run the previously installed handler."""
+    """On these signals release held leases, then run the previously installed handler.
+
+    The handler itself only records the signal and wakes a releaser thread (one write to a
+    pipe: no locks, no network, so a signal landing while the main thread holds a lease's lock
+    cannot deadlock). The releaser gives the leases back, then sends the signal to the main
+    thread again, whose handler now runs the previous one (a default handler ends the process
+    as the signal would have). Main thread only; a second call does nothing.
+    """
     global _installed
     if _installed or threading.current_thread() is not threading.main_thread():
         return
     _installed = True
-    atexit.register(release_all)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    released: set[int] = set()  # signals whose leases are given back: chain on the next delivery
     for signum in signals:
         previous = signal.getsignal(signum)
 
         def handler(num: int, frame: FrameType | None, previous: Any = previous) -> None:
-            release_all()
+            if num not in released:
+                with contextlib.suppress(BlockingIOError):
+                    os.write(wake_write, bytes([num]))
+                return
+            released.discard(num)
             if callable(previous):
                 previous(num, frame)
             elif previous == signal.SIG_DFL:
@@ -73,3 +89,18 @@ def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.S
                 signal.raise_signal(num)
 
         signal.signal(signum, handler)
+
+    def releaser() -> None:
+        while True:
+            for num in os.read(wake_read, 64):
+                release_all()
+                released.add(num)
+                main = threading.main_thread().ident
+                if main is not None:
+                    signal.pthread_kill(main, num)
+
+    threading.Thread(target=releaser, name="blobsingleton-signal-releaser", daemon=True).start()
+
+
+# Leases still held when the interpreter exits normally are given back, not left to expire.
+atexit.register(release_all)

@@ -11,17 +11,25 @@ coroutine-ness the Python worker inspects when it indexes the function.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import functools
 import inspect
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from blobsingleton import _deferral as deferral
 from blobsingleton._blob_lease import BlobLease
-from blobsingleton._busy import Busy, BusyPolicy, check_policy
+from blobsingleton._busy import (
+    RUN,
+    Admission,
+    Busy,
+    BusyHandling,
+    BusyPolicy,
+    Guard,
+    check_policy,
+    guarded,
+)
 from blobsingleton._connection import StorageAccount
 from blobsingleton._lease import DEFAULT_PERIOD
 from blobsingleton._owner import Owner
@@ -48,6 +56,53 @@ def current_lease() -> BlobLease:
     return lease
 
 
+class _LeaseGuard(Guard):
+    """One invocation's lease: taken before the body, checked and released after it."""
+
+    def __init__(self, lease: BlobLease, wait_timeout: float) -> None:
+        self.lease = lease
+        self.wait_timeout = wait_timeout
+
+    def _acquire_args(self, wait: bool) -> dict[str, Any]:
+        return {"timeout": self.wait_timeout} if wait else {"blocking": False}
+
+    def enter(self, wait: bool) -> Admission:
+        try:
+            self.lease.acquire(**self._acquire_args(wait))
+        except LeaseTimeout as error:
+            return Admission(run=False, busy=error)
+        return RUN
+
+    async def enter_async(self, wait: bool) -> Admission:
+        try:
+            await self.lease.acquire_async(**self._acquire_args(wait))
+        except LeaseTimeout as error:
+            return Admission(run=False, busy=error)
+        return RUN
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        token = _current.set(self.lease)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    def settle(self, result: Any, failed: bool) -> None:
+        """A lease lost mid-run is raised after the body, so the host sees the overlap."""
+        try:
+            self.lease.ensure_held()
+        except LeaseLost as error:
+            log.error(
+                "%s ran past its lease, its effects may overlap another holder's: %s",
+                self.lease.owner.function if self.lease.owner else self.lease.key,
+                error,
+            )
+            raise
+        finally:
+            self.lease.release()
+
+
 def singleton(
     scope: str,
     *,
@@ -66,81 +121,22 @@ def singleton(
     retries), `Busy.SKIP`, `Busy.DEFER` (needs `queue`; delay `defer_seconds`, default one
     lease period), or a callable returning the result to give instead (e.g. a 409).
     A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
+    Async functions never block the loop; cancelled, they release (or never take) the lease.
     """
     check_policy(on_busy, queue)
+    delay = defer_seconds if defer_seconds is not None else period
+    busy = BusyHandling(on_busy, queue, delay, storage)
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
 
-        def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> BlobLease:
+        def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            return BlobLease(key, period=period, container=container, storage=storage, owner=owner)
+            lease = BlobLease(key, period=period, container=container, storage=storage, owner=owner)
+            return _LeaseGuard(lease, wait_timeout)
 
-        def when_busy(error: LeaseTimeout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if on_busy == Busy.WAIT:
-                raise error
-            if on_busy == Busy.SKIP:
-                log.info("%s skipped: %s", fn.__name__, error)
-                return None
-            if on_busy == Busy.DEFER:
-                message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
-                delay = defer_seconds if defer_seconds is not None else period
-                deferral.defer(message, queue or "", delay, reason=str(error), storage=storage)
-                return None
-            return on_busy(error)
-
-        def acquire_args() -> dict[str, Any]:
-            if on_busy == Busy.WAIT:
-                return {"timeout": wait_timeout}
-            return {"blocking": False}
-
-        def finish(lease: BlobLease) -> None:
-            try:
-                lease.ensure_held()
-            except LeaseLost as error:
-                log.error(
-                    "%s ran past its lease, its effects may overlap another holder's: %s",
-                    fn.__name__,
-                    error,
-                )
-                raise
-            finally:
-                lease.release()
-
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                lease = prepare(args, kwargs)
-                try:
-                    await lease.acquire_async(**acquire_args())
-                except LeaseTimeout as error:
-                    return when_busy(error, args, kwargs)
-                token = _current.set(lease)
-                try:
-                    return await fn(*args, **kwargs)
-                finally:
-                    _current.reset(token)
-                    finish(lease)
-
-            return run_async  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            lease = prepare(args, kwargs)
-            try:
-                lease.acquire(**acquire_args())
-            except LeaseTimeout as error:
-                return when_busy(error, args, kwargs)
-            token = _current.set(lease)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _current.reset(token)
-                finish(lease)
-
-        return run  # type: ignore[return-value]
+        return guarded(fn, make_guard, busy)
 
     return decorate
 

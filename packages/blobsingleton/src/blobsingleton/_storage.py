@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 
 from blobsingleton.errors import StorageUnavailable
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 T = TypeVar("T")
 
@@ -50,13 +53,15 @@ def unavailable_as(operation: str) -> Iterator[None]:
         raise
 
 
-def create_container_quietly(container: Any, **options: Any) -> None:
+def create_container_quietly(container: ContainerClient, **options: Any) -> None:
     """Create the container; another instance creating it first is success too."""
     with contextlib.suppress(ResourceExistsError):
         container.create_container(**options)
 
 
-def retry_on_missing_container(container: Any, call: Callable[[], T], **options: Any) -> T:
+def retry_on_missing_container(
+    container: ContainerClient, call: Callable[[], T], **options: Any
+) -> T:
     """Run `call`; if its container does not exist yet, create it and run `call` once more."""
     try:
         return call()

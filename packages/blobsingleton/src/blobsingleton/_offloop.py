@@ -1,0 +1,119 @@
+"""Blocking storage calls kept off the event loop, safe under cancellation, logged in the caller.
+
+Two problems every async path of the library shares, solved once here:
+
+- A call handed to a thread keeps running when the awaiting task is cancelled. If it took
+  something (a lease, a run-once claim), nobody would give it back. `off_loop(call, undo=...)`
+  hands the result to `undo` instead, in the thread, whenever the task is no longer there.
+- The Python worker ties a log record to an invocation by the thread or task that emits it;
+  records from the library's own threads would lose the invocation id. Records the library logs
+  in such a thread are captured and emitted by the task (or thread) that owns the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+log = logging.getLogger("blobsingleton")
+
+_capture = threading.local()
+
+
+class _CaptureInThisThread(logging.Filter):
+    """Hold back the library's records in threads that capture them, for the owner to emit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        target: list[logging.LogRecord] | None = getattr(_capture, "records", None)
+        if target is None or getattr(record, "_blobsingleton_emitting", False):
+            return True
+        target.append(record)
+        return False
+
+
+log.addFilter(_CaptureInThisThread())
+
+
+@contextlib.contextmanager
+def captured_logs(into: list[logging.LogRecord]) -> Iterator[None]:
+    """In this thread, append the library's records to `into` instead of emitting them."""
+    previous = getattr(_capture, "records", None)
+    _capture.records = into
+    try:
+        yield
+    finally:
+        _capture.records = previous
+
+
+def emit(records: list[logging.LogRecord]) -> None:
+    """Emit captured records from the calling thread or task (the one the worker can name)."""
+    while records:
+        record = records.pop(0)
+        setattr(record, "_blobsingleton_emitting", True)  # noqa: B010 - not a LogRecord field
+        log.handle(record)
+
+
+class _Handoff(Generic[T]):
+    """Who owns a threaded call's result: the awaiting task, or, once it is gone, the thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._finished = False
+        self.result: T | None = None
+
+    def finish(self, result: T) -> bool:
+        """Thread side: True while the task still takes the result."""
+        with self._lock:
+            self._finished, self.result = True, result
+            return not self._abandoned
+
+    def abandon(self) -> bool:
+        """Task side (cancelled): True when the call already finished and its result is ours."""
+        with self._lock:
+            self._abandoned = True
+            return self._finished
+
+
+async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = None) -> T:
+    """Run `call` in a thread without blocking the loop; its log records are emitted here.
+
+    If the awaiting task is cancelled, `call` still runs to its end (a request cannot be
+    recalled) and `undo(result)` then gives back whatever it took, off the loop.
+    """
+    loop = asyncio.get_running_loop()
+    handoff: _Handoff[T] = _Handoff()
+    records: list[logging.LogRecord] = []
+    context = contextvars.copy_context()
+
+    def in_thread() -> T:
+        with captured_logs(records):
+            result = context.run(call)
+        if not handoff.finish(result):
+            emit(records)  # the task is gone: better without an invocation id than lost
+            if undo is not None:
+                undo(result)
+        return result
+
+    future = loop.run_in_executor(None, in_thread)
+    try:
+        result = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if handoff.abandon() and undo is not None:
+            finished: T = handoff.result  # type: ignore[assignment]
+            threading.Thread(
+                target=undo, args=(finished,), name="blobsingleton-undo", daemon=True
+            ).start()
+        raise
+    except BaseException:
+        emit(records)
+        raise
+    emit(records)
+    return result
