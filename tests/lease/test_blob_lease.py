@@ -134,3 +134,82 @@ def test_semaphore_admits_up_to_limit(storage_env: str) -> None:
 def test_period_outside_blob_limits_is_refused(storage_env: str) -> None:
     with pytest.raises(ValueError, match="15 to 60"):
         BlobLease("k-period", period=5)
+
+
+def _unleased_within(key: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = read_lock(key)
+        if state is not None and not state.leased:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_cancelled_async_acquire_leaves_the_lock_blob_unleased(storage_env: str) -> None:
+    BlobLease("k-cancel").acquire().release()  # the lock blob exists: only the lease is in question
+    attempt_started, let_attempt_finish = threading.Event(), threading.Event()
+
+    class InFlight(BlobLease):
+        """Holds the acquire request until the test has cancelled the task awaiting it."""
+
+        def _try_acquire(self) -> int | None:
+            attempt_started.set()
+            let_attempt_finish.wait(5)
+            return super()._try_acquire()
+
+    async def main() -> None:
+        task = asyncio.create_task(InFlight("k-cancel").acquire_async())
+        await asyncio.to_thread(attempt_started.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        let_attempt_finish.set()
+
+    asyncio.run(main())
+    cancelled_at = time.monotonic()
+    assert _unleased_within("k-cancel", 1.0), "a cancelled acquire left the lease held"
+    assert time.monotonic() - cancelled_at < 1.0
+    BlobLease("k-cancel").acquire(blocking=False).release()
+
+
+def test_cancelled_async_with_body_releases_the_lease(storage_env: str) -> None:
+    async def main() -> None:
+        entered = asyncio.Event()
+
+        async def hold() -> None:
+            async with BlobLease("k-cancel-body"):
+                entered.set()
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(hold())
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert _unleased_within("k-cancel-body", 1.0)
+
+
+def test_async_holder_makes_no_storage_call_on_the_event_loop(storage_env: str) -> None:
+    """Acquire, fencing and release all run on another thread than the loop's."""
+    storage_threads: list[threading.Thread] = []
+
+    class Watched(BlobLease):
+        def _try_acquire(self) -> int | None:
+            storage_threads.append(threading.current_thread())
+            return super()._try_acquire()
+
+        def _release(self) -> None:
+            storage_threads.append(threading.current_thread())
+            super()._release()
+
+    async def main() -> threading.Thread:
+        async with Watched("k-loop"):
+            await asyncio.sleep(0)
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(main())
+    assert len(storage_threads) == 2
+    assert loop_thread not in storage_threads
