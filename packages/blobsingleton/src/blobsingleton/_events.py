@@ -1,0 +1,49 @@
+"""One structured log record per lease and run-once event, for operators to query.
+
+Every record goes to the `blobsingleton.events` logger with its dimensions as `extra`
+attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions) and
+again under `custom_dimensions` (the OpenCensus handler's convention), so it is queryable in
+Application Insights whichever exporter the app uses. Dimensions are ids, tokens and
+durations only: never payloads.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("blobsingleton.events")
+
+KINDS = frozenset(
+    {
+        "acquire",
+        "busy_skip",
+        "defer",
+        "renewal_failed",
+        "lost",
+        "takeover",
+        "break",
+        "reset",
+        "completed",
+        "stale_writer",
+    }
+)
+_WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset", "stale_writer"})
+
+
+def emit(kind: str, **dims: Any) -> None:
+    """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    values = {name: value for name, value in dims.items() if value is not None}
+    if isinstance(values.get("duration_s"), float):
+        values["duration_s"] = round(values["duration_s"], 3)
+    dimensions = {"event": kind, **values}
+    text = " ".join(f"{name}={value}" for name, value in values.items())
+    log.log(
+        logging.WARNING if kind in _WARNINGS else logging.INFO,
+        "%s %s",
+        kind,
+        text,
+        extra={**dimensions, "custom_dimensions": dimensions},
+    )
