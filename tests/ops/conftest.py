@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 
-from shared import storage
 from tests.ops.support import OpsEnv
 
 
@@ -24,5 +23,4 @@ def ops_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
     for name, value in env.settings().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("MEMBERS_TABLE", f"Members{suffix}")
-    storage.blob_service().create_container(env.imports)
     return env

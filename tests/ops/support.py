@@ -75,6 +75,8 @@ def write_import_report(account: str, run_id: str, imported: int, rejected: int)
     data = report.to_dict()
     data["totals"].update(records=imported + rejected, imported=imported, rejected=rejected)
     container = storage.blob_service().get_container_client(report_container())
+    if not container.exists():
+        container.create_container()
     container.upload_blob(f"{account}/reports/{run_id}/report.json", json.dumps(data))
 
 
