@@ -10,7 +10,10 @@ durations only: never payloads.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
+
+from blobsingleton._owner import instance_id
 
 log = logging.getLogger("blobsingleton.events")
 
@@ -35,7 +38,7 @@ def emit(kind: str, **dims: Any) -> None:
     """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s)."""
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
-    values = {name: value for name, value in dims.items() if value is not None}
+    values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
     if isinstance(values.get("duration_s"), float):
         values["duration_s"] = round(values["duration_s"], 3)
     dimensions = {"event": kind, **values}
@@ -46,4 +49,20 @@ def emit(kind: str, **dims: Any) -> None:
         kind,
         text,
         extra={**dimensions, "custom_dimensions": dimensions},
+    )
+
+
+def emit_lease(kind: str, lease: Any, **dims: Any) -> None:
+    """`emit` with what a lease knows: key, token, owner (function, invocation), held for."""
+    owner = getattr(lease, "owner", None)
+    acquired = getattr(owner, "acquired_at", None)
+    emit(
+        kind,
+        key=lease.key,
+        token=getattr(lease, "_token", None) or getattr(owner, "token", None),
+        instance=getattr(owner, "instance", None),
+        function=getattr(owner, "function", None) or None,
+        invocation_id=getattr(owner, "invocation_id", None) or None,
+        duration_s=(datetime.now(UTC) - acquired).total_seconds() if acquired else None,
+        **dims,
     )
