@@ -56,13 +56,12 @@ def emit_lease(kind: str, lease: Any, **dims: Any) -> None:
     """`emit` with what a lease knows: key, token, owner (function, invocation), held for."""
     owner = getattr(lease, "owner", None)
     acquired = getattr(owner, "acquired_at", None)
-    emit(
-        kind,
-        key=lease.key,
-        token=getattr(lease, "_token", None) or getattr(owner, "token", None),
-        instance=getattr(owner, "instance", None),
-        function=getattr(owner, "function", None) or None,
-        invocation_id=getattr(owner, "invocation_id", None) or None,
-        duration_s=(datetime.now(UTC) - acquired).total_seconds() if acquired else None,
-        **dims,
-    )
+    known = {
+        "key": lease.key,
+        "token": getattr(lease, "_token", None) or getattr(owner, "token", None),
+        "instance": getattr(owner, "instance", None),
+        "function": getattr(owner, "function", None) or None,
+        "invocation_id": getattr(owner, "invocation_id", None) or None,
+        "duration_s": (datetime.now(UTC) - acquired).total_seconds() if acquired else None,
+    }
+    emit(kind, **{**known, **dims})
