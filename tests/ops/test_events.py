@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import uuid
 from typing import Any
 
@@ -110,9 +111,15 @@ def test_an_unknown_kind_is_a_programming_error() -> None:
         emit("acquried", key="x")
 
 
-def test_records_carry_ids_never_payloads(caplog: pytest.LogCaptureFixture) -> None:
+def test_the_message_carries_the_dimensions_as_quoted_pairs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, logger="blobsingleton.events")
-    emit("completed", key="email-1", duration_s=0.123456)
+    emit("break", key="email-1", duration_s=0.123456, reason='hung "since" 02:30', by="a=b")
     [record] = [r for r in caplog.records if r.name == "blobsingleton.events"]
-    assert record.getMessage().startswith("completed ")
     assert record.custom_dimensions["duration_s"] == 0.123  # type: ignore[attr-defined]
+    # the message alone (all the worker forwards by default) holds the same pairs
+    pairs = dict(part.split("=", 1) for part in shlex.split(record.getMessage()))
+    assert pairs["event"] == "break" and pairs["key"] == "email-1"
+    assert pairs["reason"] == 'hung "since" 02:30' and pairs["by"] == "a=b"
+    assert pairs["duration_s"] == "0.123" and pairs["instance"]

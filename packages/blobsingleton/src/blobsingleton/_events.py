@@ -1,14 +1,17 @@
 """One structured log record per lease and run-once event, for operators to query.
 
 Every record goes to the `blobsingleton.events` logger with its dimensions as `extra`
-attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions) and
-again under `custom_dimensions` (the OpenCensus handler's convention), so it is queryable in
-Application Insights whichever exporter the app uses. Dimensions are ids, tokens and
-durations only: never payloads.
+attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions), again
+under `custom_dimensions` (the OpenCensus handler's convention), and in the message itself as
+`event=KIND key=... token=...` pairs (values with spaces JSON-quoted), because the Python
+worker's default forwarding to the host sends the message and drops `extra`: Kusto's
+`parse-kv` reads the pairs back whichever way the record travelled. Dimensions are ids, tokens,
+durations and reasons an operator typed: never payloads.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -42,14 +45,18 @@ def emit(kind: str, **dims: Any) -> None:
     if isinstance(values.get("duration_s"), float):
         values["duration_s"] = round(values["duration_s"], 3)
     dimensions = {"event": kind, **values}
-    text = " ".join(f"{name}={value}" for name, value in values.items())
+    text = " ".join(f"{name}={_quoted(value)}" for name, value in dimensions.items())
     log.log(
         logging.WARNING if kind in _WARNINGS else logging.INFO,
-        "%s %s",
-        kind,
+        "%s",
         text,
         extra={**dimensions, "custom_dimensions": dimensions},
     )
+
+
+def _quoted(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if not text or any(c in text for c in ' "=\\') else text
 
 
 def emit_lease(kind: str, lease: Any, **dims: Any) -> None:
