@@ -22,6 +22,23 @@ from devhost import request_counting, services  # noqa: E402
 request_counting.install()  # tests count storage requests as the host and benchmarks do
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="also run the long variants (marked `long`): `make test-long`",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long"):
+        return
+    skip = pytest.mark.skip(reason="long variant: run with --long (make test-long)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[services.Azurite]:
     """One Azurite for the session, on free ports, with its own data folder."""
