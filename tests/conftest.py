@@ -30,6 +30,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis import settings
+
+    # No deadline: the machine is shared, and a slow example is not a wrong one.
+    settings.register_profile("default", deadline=None, max_examples=100)
+    settings.register_profile("long", deadline=None, max_examples=3000)
+    settings.load_profile("long" if config.getoption("--long") else "default")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--long"):
         return
