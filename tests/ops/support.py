@@ -45,6 +45,15 @@ class OpsEnv:
         ]
 
 
+def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    """Poll a storage-side condition (there is no event to wait on) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(0.2)
+
+
 def hold_lock(key: str, function: str = "import_account", invocation: str = "inv-1") -> BlobLease:
     """A lease held by this process, its owner record published at once (as a long hold's is)."""
     owner = Owner(function=function, invocation_id=invocation)

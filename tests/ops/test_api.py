@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import date
 
 import pytest
@@ -16,6 +17,7 @@ from tests.ops.support import (
     hold_lock,
     put_record,
     start_job,
+    wait_for,
     write_import_report,
 )
 
@@ -41,6 +43,26 @@ def test_locks_show_holder_token_and_filter_by_prefix_in_pages(ops_env: OpsEnv) 
         assert second["items"][0]["key"] != first["items"][0]["key"]
     finally:
         held.release()
+
+
+def test_locks_count_the_fair_waiters_in_line(ops_env: OpsEnv) -> None:
+    held = hold_lock("import-acme")
+    waiter_done = threading.Event()
+
+    def wait_in_line() -> None:
+        BlobLease("import-acme", fair=True).acquire(timeout=60).release()
+        waiter_done.set()
+
+    threading.Thread(target=wait_in_line, daemon=True).start()
+
+    def waiting() -> int:
+        [item] = call(api.ops_locks, params={"prefix": "import-acme"})[1]["items"]
+        return int(item["waiting"])
+
+    wait_for(lambda: waiting() == 1)
+    held.release()
+    assert waiter_done.wait(timeout=30)
+    assert waiting() == 0
 
 
 def test_runs_filter_by_state_and_prefix(ops_env: OpsEnv) -> None:

@@ -35,6 +35,8 @@ from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._lease import MAX_PERIOD
+from blobsingleton._line import WaitingLine
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import error_code, retry_on_missing_container
@@ -169,6 +171,8 @@ def list_locks(
 ) -> Page:
     """Every lock (held or free) whose key starts with `prefix`: one request per page.
 
+    `waiting` counts the fair waiters in the key's line (`BlobLease(fair=True)`, the default of
+    `@singleton(on_busy=WAIT)`) that refreshed their entry within the longest lease period.
     The holder is shown once it has published its owner record (with its first renewal, or at
     once with `publish_owner_at_acquire`); a held lock without one shows `instance: null`.
     The storage service does not tell when a lease expires: a held lease lasts at most one
@@ -177,6 +181,9 @@ def list_locks(
     locks = _containers(storage)[0]
     blobs, following = _listing(locks, validate_prefix(prefix), limit, marker, include=["metadata"])
     items = [_lock_item(key, b) for b in blobs if (key := _key_of(b.name)) is not None]
+    for item in items:  # fair waiters in line: one listing per held lock
+        line = WaitingLine(locks, blob_name("", item["key"]), item["key"], MAX_PERIOD)
+        item["waiting"] = len(line.live()) if item["held"] else 0
     return Page(items, following)
 
 
@@ -314,7 +321,8 @@ def default_operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} (cli)"
 
 
-LOCK_COLUMNS = ("key", "held", "token", "instance", "function", "invocation_id", "since")
+LOCK_COLUMNS = ("key", "held", "token", "instance", "function", "invocation_id", "since",
+                "waiting")  # fmt: skip
 RUN_COLUMNS = ("key", "state", "attempt", "owner", "started", "expires")
 
 
