@@ -19,7 +19,13 @@ import threading
 from devhost import demo, scenarios
 from devhost.app_settings import parse_assignment
 from devhost.scenarios import _common as scenario_common
-from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
+from devhost.supervisor import (
+    ADMIN_KEY_SETTING,
+    FUNCTION_KEY_SETTING,
+    HostOptions,
+    InstanceStartError,
+    Supervisor,
+)
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
 
@@ -88,7 +94,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     supervisor = Supervisor(options)
     supervisor.start()
-    log.info("running; Ctrl-C to stop")
+    for i, info in sorted(supervisor.started_instances().items()):
+        functions = ", ".join(info.get("functions", {})) or "no functions"
+        port = f"HTTP on port {args.http_port + i}" if args.http_port is not None else "no HTTP"
+        print(f"instance {i}: {functions}; {port}", flush=True)
+    if args.http_port is not None and supervisor.generated_key:
+        print(f"function key (local, generated; set {FUNCTION_KEY_SETTING} to choose one): "
+              f"{supervisor.function_key}", flush=True)  # fmt: skip
+    if args.http_port is not None and supervisor.generated_admin_key:
+        print(f"admin key (local, generated; set {ADMIN_KEY_SETTING} to choose one): "
+              f"{supervisor.admin_key}", flush=True)  # fmt: skip
+    print(f"running; log level {args.log_level} (--log-level INFO shows each invocation); "
+          "Ctrl-C to stop", flush=True)  # fmt: skip
     code = 1
     try:
         code = _wait_for_signal(supervisor)
@@ -115,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--app", default="function_app", help="app module (default function_app)")
     common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
-    common.add_argument("--log-level", default=os.environ.get("DEVHOST_LOG_LEVEL", "INFO"))
+    common.add_argument(
+        "--log-level",
+        default=os.environ.get("DEVHOST_LOG_LEVEL"),
+        help="default: WARNING for run (one line per instance, then problems only), else INFO",
+    )
 
     parser = argparse.ArgumentParser(
         prog="python -m devhost",
@@ -189,6 +210,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.log_level is None:
+        args.log_level = "WARNING" if args.command == "run" else "INFO"
     configure_logging("host", args.log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

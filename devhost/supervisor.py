@@ -234,6 +234,11 @@ class Supervisor:
                 )
             time.sleep(0.05)
 
+    def started_instances(self) -> dict[int, dict[str, Any]]:
+        """What each instance reported when it became ready: its functions and their errors."""
+        with self._lock:
+            return {i: dict(info) for i, info in self._ready.items()}
+
     def _announce(self) -> None:
         with self._lock:
             ready = dict(self._ready)
