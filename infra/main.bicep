@@ -113,6 +113,7 @@ var appSettings = {
   EMAIL_BACKOFF_MAX_SECONDS: '30'
   EMAIL_RETRY_AFTER_CAP_SECONDS: '60'
   IMPORT_SCHEDULE: '0 0 2 * * *'
+  WEBSITE_TIME_ZONE: '' // empty: UTC; an IANA name where the plan honours it
   IMPORT_QUEUE: 'imports'
   IMPORTS_CONTAINER: 'imports'
   IMPORT_ACCOUNTS: ''
