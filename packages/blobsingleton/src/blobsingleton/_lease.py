@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
+from blobsingleton._invocation import thread_target, to_thread
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -121,7 +122,7 @@ class BaseLease(ABC):
     ) -> Self:
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
         waits = self._waits(timeout, blocking, poll_interval)
-        while not await asyncio.to_thread(self._attempt):
+        while not await to_thread(self._attempt):
             await asyncio.sleep(next(waits))
         return self
 
@@ -147,7 +148,7 @@ class BaseLease(ABC):
             )
 
     async def release_async(self) -> None:
-        await asyncio.to_thread(self.release)
+        await to_thread(self.release)
 
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
@@ -206,7 +207,7 @@ class BaseLease(ABC):
             self.lost.clear()
             self._stop_renewing.clear()
         self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
+            target=thread_target(self._renew_loop), name=f"lease-renewal:{self.key}", daemon=True
         )
         self._renewer.start()
         shutdown.remember(self)
