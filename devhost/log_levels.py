@@ -11,26 +11,7 @@ from __future__ import annotations
 import logging
 
 from devhost.invocation import current_function_name
-
-NONE = logging.CRITICAL + 10  # .NET LogLevel.None: nothing passes
-
-LEVELS = {
-    "trace": logging.DEBUG,
-    "debug": logging.DEBUG,
-    "information": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "none": NONE,
-}
-
-
-def python_level(name: str) -> int:
-    """A .NET LogLevel name as a Python level; ValueError for an unknown one."""
-    try:
-        return LEVELS[str(name).strip().lower()]
-    except KeyError:
-        raise ValueError(f"not a log level: {name!r} (one of {', '.join(LEVELS)})") from None
+from shared.app_logging import python_level
 
 
 def level_for(category: str, rules: dict[str, str]) -> int:

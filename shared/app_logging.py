@@ -16,7 +16,8 @@ from pathlib import Path
 HTTP_LOGGING_CATEGORY = "azure.core.pipeline.policies.http_logging_policy"
 APP_ROOT = Path(__file__).resolve().parent.parent
 
-_LEVELS = {
+#: .NET LogLevel names (host.json) as Python levels; None lets nothing through.
+LEVELS = {
     "trace": logging.DEBUG,
     "debug": logging.DEBUG,
     "information": logging.INFO,
@@ -27,6 +28,14 @@ _LEVELS = {
 }
 
 
+def python_level(name: str) -> int:
+    """A host.json (.NET LogLevel) level name as a Python level; ValueError for unknown ones."""
+    try:
+        return LEVELS[str(name).strip().lower()]
+    except KeyError:
+        raise ValueError(f"not a log level: {name!r} (one of {', '.join(LEVELS)})") from None
+
+
 def configured_level(category: str, app_root: Path = APP_ROOT, default: str = "Warning") -> int:
     """The host.json `logging.logLevel` entry for `category` as a Python level, else `default`."""
     try:
@@ -35,10 +44,7 @@ def configured_level(category: str, app_root: Path = APP_ROOT, default: str = "W
         config = {}
     levels = (config.get("logging") or {}).get("logLevel") or {}
     by_name = {str(key).lower(): str(value) for key, value in levels.items()}
-    name = by_name.get(category.lower(), default).strip().lower()
-    if name not in _LEVELS:
-        raise ValueError(f"host.json logging.logLevel.{category}: unknown level {name!r}")
-    return _LEVELS[name]
+    return python_level(by_name.get(category.lower(), default))
 
 
 def quiet_storage_http_logging(app_root: Path = APP_ROOT) -> None:
