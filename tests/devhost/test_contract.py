@@ -21,8 +21,10 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.timer import TimerRequest
 from azure.storage.queue import QueueClient
+from devhost_testkit import wait_for
 
 from devhost import invocation
 from devhost.indexing import IndexedFunction, IndexingError, load_functions
@@ -132,6 +134,13 @@ def poison_bodies(connection_string: str, queue: str) -> list[bytes]:
     client = QueueClient.from_connection_string(connection_string, f"{queue}-poison")
     with client:
         return [base64.b64decode(m.content) for m in client.peek_messages(max_messages=32)]
+
+
+def poisoned(storage: Any, queue: str) -> list[bytes]:
+    try:
+        return list(storage.peek_bodies(f"{queue}-poison"))
+    except ResourceNotFoundError:
+        return []
 
 
 # --- the app: every function through the worker's path ---------------------------------
@@ -362,3 +371,21 @@ def test_the_app_quiets_azure_core_http_logging_unless_host_json_raises_it(
 
 def test_invocation_ids_are_one_runtime_per_process() -> None:
     assert invocation.runtime() is invocation.runtime()
+
+
+def test_an_undecodable_metadata_override_uses_every_attempt_as_on_azure(
+    start_host: Any, base_settings: dict[str, Any], storage: Any, records: Any
+) -> None:
+    """The worker fails such a message before any app code runs, and the host counts that
+    as a failed attempt: it reaches the poison queue after maxDequeueCount, never sooner."""
+    settings = {
+        **base_settings,
+        "AzureFunctionsJobHost__extensions__queues__maxDequeueCount": "2",
+    }
+    host = start_host(settings)
+    queue = settings["SAMPLE_QUEUE"]
+    body = json.dumps({"DequeueCount": "many"}).encode()
+    storage.queue(queue).send_message(body)
+    wait_for(lambda: poisoned(storage, queue) == [body])
+    wait_for(lambda: host.totals().failures == {"sample_queue": 2})  # stats lag a report
+    assert records.where(function="sample_queue") == []  # the function never ran
