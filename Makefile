@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-long lint bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -27,8 +27,13 @@ demo: setup
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
+test-long: setup lint
+	$(PY) -m pytest --long $(PYTEST_ARGS)
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict packages/blobsingleton/src
 
 bench: setup

@@ -79,7 +79,7 @@ def _json_fields(body: bytes) -> dict[str, Any]:
     """The top-level fields of a JSON-object body; {} for anything else."""
     try:
         parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested too deep
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

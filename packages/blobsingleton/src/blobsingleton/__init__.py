@@ -15,7 +15,12 @@ import atexit
 from blobsingleton._blob_lease import BlobLease, read_lock
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import Busy
-from blobsingleton._connection import StorageAccount, from_settings, set_client_options
+from blobsingleton._connection import (
+    StorageAccount,
+    from_settings,
+    set_client_options,
+    set_default_credential,
+)
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import BaseLease
 from blobsingleton._lock_blob import LockState
@@ -86,6 +91,7 @@ __all__ = [
     "read_lock",
     "release_all",
     "set_client_options",
+    "set_default_credential",
     "singleton",
     "validate_key",
 ]

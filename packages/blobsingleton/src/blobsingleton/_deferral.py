@@ -76,7 +76,7 @@ def overridden_metadata(body: bytes) -> list[str]:
     """The host metadata names a JSON-object body overrides (case-insensitive), if any."""
     try:
         parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested too deep
         return []
     if not isinstance(parsed, dict):
         return []

@@ -83,6 +83,13 @@ class BaseLease(ABC):
     def _release(self) -> None:
         """Give the lease back."""
 
+    def _next_delay(self, interval: float) -> float:
+        """Seconds until the next attempt of a blocking acquire; a backend may wait in line."""
+        return interval * random.uniform(0.5, 1.5)
+
+    def _stop_waiting(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """The acquire loop ended (acquired, timed out or cancelled): leave any line."""
+
     def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Hook run after the first successful renewal (publishing an owner record)."""
 
@@ -110,8 +117,11 @@ class BaseLease(ABC):
         Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
         """
         waits = self._waits(timeout, blocking, poll_interval)
-        while not self._attempt():
-            time.sleep(next(waits))
+        try:
+            while not self._attempt():
+                time.sleep(next(waits))
+        finally:
+            self._stop_waiting()
         return self
 
     async def acquire_async(
@@ -122,8 +132,11 @@ class BaseLease(ABC):
     ) -> Self:
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
         waits = self._waits(timeout, blocking, poll_interval)
-        while not await to_thread(self._attempt):
-            await asyncio.sleep(next(waits))
+        try:
+            while not await to_thread(self._attempt):
+                await asyncio.sleep(await to_thread(next, waits))
+        finally:
+            await to_thread(self._stop_waiting)
         return self
 
     def release(self) -> None:
@@ -190,7 +203,7 @@ class BaseLease(ABC):
             remaining = None if timeout is None else timeout - (time.monotonic() - started)
             if not blocking or (remaining is not None and remaining <= 0):
                 raise LeaseTimeout(self.key, time.monotonic() - started)
-            delay = interval * random.uniform(0.5, 1.5)
+            delay = self._next_delay(interval)
             yield delay if remaining is None else min(delay, remaining)
 
     def _attempt(self) -> bool:
