@@ -2,8 +2,9 @@
 
 The host drains (listeners stopped, in-flight invocations finish) and then kills the Python
 worker process: no WorkerTerminate, no signal the app sees, no atexit. What hands the lease
-over is the release at the end of the invocation, during the drain; the waiting instance
-then takes it at its next poll (the library polls every 1 s, jittered 0.5x to 1.5x).
+over is the release at the end of the invocation, during the drain; it hands the lease to
+the waiting instance (fair waiting), at worst that instance's next poll takes it (every 1 s,
+jittered 0.5x to 1.5x).
 """
 
 from __future__ import annotations
