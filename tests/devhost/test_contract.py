@@ -150,10 +150,24 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
     app_settings: dict[str, str], connection_string: str
 ) -> None:
     functions = indexed("function_app", APP_ROOT)
-    assert set(functions) == {
-        "send_notification", "start_job", "get_job", "run_job_unit", "fail_job_unit",
-        "watch_jobs", "nightly_import", "import_account", "run_import_now",
+    queue_and_timer = {
+        "send_notification", "run_job_unit", "fail_job_unit", "import_account",
+        "watch_jobs", "nightly_import",
     }  # fmt: skip
+    base = "http://localhost/api"
+    http = {
+        "start_job": http_request("POST", f"{base}/jobs", b"not json"),
+        "get_job": http_request("GET", f"{base}/jobs/nope", job_id="nope"),
+        "run_import_now": http_request("POST", f"{base}/imports/../run", account="../"),
+        "ops_locks": http_request("GET", f"{base}/locks"),
+        "ops_runs": http_request("GET", f"{base}/runs"),
+        "ops_jobs": http_request("GET", f"{base}/jobs"),
+        "ops_imports": http_request("GET", f"{base}/imports"),
+        "ops_status_page": http_request("GET", f"{base}/status"),
+        "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
+        "ops_reset_run": http_request("POST", f"{base}/runs/x/reset", b"{}", key="/bad"),
+    }
+    assert set(functions) == queue_and_timer | set(http)  # a new function needs a case here
     notification = {
         "event_id": f"contract-{uuid.uuid4().hex[:8]}",
         "type": "contract.check",
@@ -171,16 +185,10 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
     assert run(functions["nightly_import"], timer_request()) is None
     assert run(functions["nightly_import"], timer_request(past_due=True)) is None  # stored run
     # HTTP functions: the $return value goes through the worker's http converter.
-    base = "http://localhost/api"
-    answers = {
-        "start_job": http_request("POST", f"{base}/jobs", b"not json"),
-        "get_job": http_request("GET", f"{base}/jobs/nope", job_id="nope"),
-        "run_import_now": http_request("POST", f"{base}/imports/../run", account="../"),
-    }
-    for name, request in answers.items():
+    for name, request in http.items():
         datum = run(functions[name], request)
         assert datum.type == "http", name
-    assert int(run(functions["get_job"], answers["get_job"]).value["status_code"].value) == 404
+    assert int(run(functions["get_job"], http["get_job"]).value["status_code"].value) == 404
 
 
 def test_the_apps_functions_report_the_folder_of_the_file_that_defines_them() -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._line import WaitingLine
@@ -92,6 +93,7 @@ class BlobLease(BaseLease):
         )
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
+        emit_lease("acquire", self)
         return token
 
     def _give_back_quietly(self, lease_id: str) -> None:

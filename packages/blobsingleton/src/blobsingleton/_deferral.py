@@ -16,6 +16,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
 from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
@@ -70,6 +71,7 @@ def defer(
         copy_id,
         reason,
     )
+    emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
 
 
 def overridden_metadata(body: bytes) -> list[str]:

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
+from blobsingleton._events import emit_lease
 from blobsingleton._invocation import thread_target, to_thread
 from blobsingleton.errors import (
     LeaseError,
@@ -246,6 +247,7 @@ class BaseLease(ABC):
                     self._declare_lost(f"renewal failed until the period ran out: {error}")
                     return
                 log.warning("lease %s renewal failed, retrying: %s", self.key, error)
+                emit_lease("renewal_failed", self, reason=str(error))
                 wait = min(1.0, interval)
                 continue
             except Exception as error:  # a bug or unexpected storage answer: still make it visible
@@ -267,6 +269,7 @@ class BaseLease(ABC):
             self._lost_error = LeaseLost(self.key, self._token, reason)  # is_held is False now
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
+        emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:
                 self.on_lost(self._lost_error)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from blobsingleton._events import emit
 from blobsingleton._invocation import thread_target
 from blobsingleton._keys import validate_key
 from blobsingleton._owner import instance_id
@@ -131,6 +132,7 @@ class OnceHandler:
         )
         try:
             self.store.replace(done, claimed.etag or "")
+            emit("completed", key=self.key, duration_s=time.time() - done.started_at)
         except RecordConflict:
             log.warning(
                 "run-once %s finished after its in-progress record expired and was taken "
@@ -169,6 +171,7 @@ class OnceHandler:
             record.attempt,
             record.owner,
         )
+        emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
         takeover = self._in_progress(now, attempt=record.attempt + 1)
         return self._claim(self.store.replace(takeover, record.etag or ""))
 

@@ -23,6 +23,7 @@ from blobsingleton import _deferral as deferral
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy, BusyPolicy, check_policy
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, invocation_scope
 from blobsingleton._lease import DEFAULT_PERIOD
 from blobsingleton._owner import Owner
@@ -90,6 +91,7 @@ def singleton(
                 raise error
             if on_busy == Busy.SKIP:
                 log.info("%s skipped: %s", fn.__name__, error)
+                emit("busy_skip", key=error.key, function=fn.__name__, duration_s=error.waited)
                 return None
             if on_busy == Busy.DEFER:
                 message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
