@@ -4,7 +4,7 @@ python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
                       [--app function_app] [--functions NAME...]
                       [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
 python -m devhost scenario notifications --instances 8 --events 1000 [--json]
-python -m devhost demo             (the notifications scenario on a private Azurite)
+python -m devhost demo             (the storm with and without @once, on a private Azurite)
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import signal
 import sys
 import threading
 
-from devhost import scenarios
+from devhost import demo, scenarios
 from devhost.app_settings import parse_assignment
 from devhost.scenarios import _common as scenario_common
-from devhost.scenarios import notifications
 from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
@@ -175,13 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
         scenario_common.add_run_arguments(sub)
         sub.set_defaults(handler=cmd_scenario, scenario_main=module.main)
 
-    demo = commands.add_parser(
-        "demo", parents=[common], help="Azurite + the notifications scenario, then stop everything"
+    demo_parser = commands.add_parser(
+        "demo", parents=[common], help="the storm guarded and unguarded, on a private Azurite"
     )
-    notifications.add_arguments(demo)
-    scenario_common.add_run_arguments(demo)
-    demo.set_defaults(handler=cmd_scenario, scenario_main=notifications.main, azurite=True)
+    demo.add_arguments(demo_parser)
+    demo_parser.set_defaults(handler=cmd_demo)
     return parser
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.verbose:  # the progress panel and the summary own the terminal; the log file
+        logging.getLogger().setLevel(logging.ERROR)  # has the rest
+    return demo.main(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,13 +46,17 @@ class WorkerConfig:
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"
+    log_file: str | None = None  # append the log here instead of stderr
 
 
 def configure_logging(
-    prefix: str, level: str = "INFO", log_levels: dict[str, str] | None = None
+    prefix: str,
+    level: str = "INFO",
+    log_levels: dict[str, str] | None = None,
+    log_file: str | None = None,
 ) -> None:
-    """One line per record on stderr, prefixed with the instance number and the invocation id
-    the worker would attach to it (`-` when it could not).
+    """One line per record on stderr (or appended to `log_file`), prefixed with the instance
+    number and the invocation id the worker would attach to it (empty when it could not).
 
     The root logger is set to INFO, as the worker sets it: whatever the app leaves at INFO
     (azure-core's HTTP logging policy included) reaches the host. Records then pass the
@@ -61,7 +65,11 @@ def configure_logging(
     from devhost.invocation import InvocationIdFilter
     from devhost.log_levels import HostLogLevelFilter
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(
         logging.Formatter(
             f"[{prefix}] %(asctime)s.%(msecs)03d %(levelname)s [%(invocation_id)s] "
@@ -130,7 +138,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
     request_counting.install()  # the host counts the app's storage requests, the app does not
     os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
     log_levels = _host_log_levels(config)
-    configure_logging(str(config.instance), config.log_level, log_levels)
+    configure_logging(str(config.instance), config.log_level, log_levels, config.log_file)
     log = logging.getLogger("devhost.worker")
     parent = os.getppid()
 
