@@ -18,6 +18,7 @@ BENCHMARKS = {
     "requests": "storage requests per @singleton / @once invocation, against WebJobs' sequence",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
+    "handoff": "lease handoff when an instance stops as the host stops it, and when it crashes",
     "fairness": "one key, N contending processes: plain polling against waiting in line",
 }
 

@@ -91,6 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         instance_settings=_assignments(args.instance_setting),
         drain_timeout=args.drain_timeout,
         log_level=args.log_level,
+        restart=True,  # the host starts a new worker process when one dies, and logs it
     )
     supervisor = Supervisor(options)
     supervisor.start()

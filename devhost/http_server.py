@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import azure.functions as func
+from azure.functions import meta
 
 from devhost.indexing import HttpTrigger, IndexedFunction
 from devhost.invocation import invoke
@@ -78,21 +79,17 @@ def _default_params(template: str) -> dict[str, str]:
 
 
 def to_response(result: Any) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body from what the function returned."""
-    if isinstance(result, func.HttpResponse):
-        headers = dict(result.headers.items())
-        if not any(k.lower() == "content-type" for k in headers):
-            mimetype = result.mimetype or "text/plain"
-            charset = f"; charset={result.charset}" if result.charset else ""
-            headers["Content-Type"] = f"{mimetype}{charset}"
-        return result.status_code, headers, result.get_body() or b""
-    if result is None:
-        return 204, {}, b""
-    if isinstance(result, bytes):
-        return 200, {"Content-Type": "application/octet-stream"}, result
-    if isinstance(result, str):
-        return 200, {"Content-Type": "text/plain; charset=utf-8"}, result.encode()
-    raise TypeError(f"unsupported HTTP function return type {type(result).__name__}")
+    """Status, headers and body from the `$return` datum the worker encoded (`http` or `string`)."""
+    if isinstance(result, meta.Datum) and result.type == "http":
+        value = result.value
+        headers = {str(n): str(d.value) for n, d in value["headers"].items()}
+        body = value["body"].value if value.get("body") is not None else b""
+        if isinstance(body, str):
+            body = body.encode()
+        return int(value["status_code"].value), headers, body or b""
+    if isinstance(result, meta.Datum) and result.type == "string":
+        return 200, {"Content-Type": "text/plain; charset=utf-8"}, str(result.value).encode()
+    raise TypeError(f"unsupported HTTP function result {result!r}")
 
 
 class HttpHost:

@@ -135,6 +135,7 @@ class Supervisor:
         self._restarts: Counter[int] = Counter()
         self._retired: list[dict[str, Any]] = []  # last reports of instances that died
         self._watchdog = threading.Thread(target=self._respawn_dead, name="watchdog", daemon=True)
+        self._told_to_stop: set[int] = set()  # instances stopped on purpose: never respawned
 
     # settings
 
@@ -193,7 +194,7 @@ class Supervisor:
         """Restart instances that died while running; their last stats are kept."""
         while not self._stopped:
             for i, process in list(self._processes.items()):
-                if process.is_alive() or self._stopped:
+                if process.is_alive() or self._stopped or i in self._told_to_stop:
                     continue
                 with self._lock:
                     last = self._latest.pop(i, None)
@@ -266,6 +267,22 @@ class Supervisor:
                 ADMIN_KEY_SETTING,
                 self.admin_key,
             )
+
+    def stop_instance(self, i: int, timeout: float | None = None) -> int | None:
+        """Stop one instance the way the host stops a worker (drain, then kill); its exit code.
+
+        The instance gets devhost's SIGTERM (a request to drain, never seen by the app's own
+        handlers), finishes its in-flight invocations and SIGKILLs itself; after `timeout` it
+        is killed from here, as the host disposes a worker that outlives its drain."""
+        process = self._processes[i]
+        self._told_to_stop.add(i)
+        timeout = self.options.drain_timeout + 15 if timeout is None else timeout
+        process.terminate()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+        return int(process.exitcode) if process.exitcode is not None else None
 
     def stop(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """SIGTERM every worker, wait for them to drain and report; kill stragglers."""

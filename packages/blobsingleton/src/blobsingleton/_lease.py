@@ -21,6 +21,7 @@ from typing import Self
 
 from blobsingleton import _shutdown as shutdown
 from blobsingleton._events import emit_lease
+from blobsingleton._invocation import thread_target, to_thread
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -133,10 +134,10 @@ class BaseLease(ABC):
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
         waits = self._waits(timeout, blocking, poll_interval)
         try:
-            while not await asyncio.to_thread(self._attempt):
-                await asyncio.sleep(await asyncio.to_thread(next, waits))
+            while not await to_thread(self._attempt):
+                await asyncio.sleep(await to_thread(next, waits))
         finally:
-            await asyncio.to_thread(self._stop_waiting)
+            await to_thread(self._stop_waiting)
         return self
 
     def release(self) -> None:
@@ -161,7 +162,7 @@ class BaseLease(ABC):
             )
 
     async def release_async(self) -> None:
-        await asyncio.to_thread(self.release)
+        await to_thread(self.release)
 
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
@@ -220,7 +221,7 @@ class BaseLease(ABC):
             self.lost.clear()
             self._stop_renewing.clear()
         self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
+            target=thread_target(self._renew_loop), name=f"lease-renewal:{self.key}", daemon=True
         )
         self._renewer.start()
         shutdown.remember(self)

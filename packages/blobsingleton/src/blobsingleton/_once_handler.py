@@ -29,6 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from blobsingleton._events import emit
+from blobsingleton._invocation import thread_target
 from blobsingleton._keys import validate_key
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status
@@ -190,7 +191,9 @@ class OnceHandler:
         if self.in_progress_timeout > 0:
             self._stop_beating.clear()
             self._heartbeat = threading.Thread(
-                target=self._beat, name=f"once-heartbeat-{self.key[:40]}", daemon=True
+                target=thread_target(self._beat),
+                name=f"once-heartbeat-{self.key[:40]}",
+                daemon=True,
             )
             self._heartbeat.start()
         return Outcome(Decision.EXECUTE, record)

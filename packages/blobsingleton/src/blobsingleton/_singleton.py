@@ -24,6 +24,7 @@ from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy, BusyPolicy, check_policy
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
+from blobsingleton._invocation import entry_point, invocation_scope
 from blobsingleton._lease import DEFAULT_PERIOD
 from blobsingleton._owner import Owner
 from blobsingleton._templates import resolve_key
@@ -121,35 +122,37 @@ def singleton(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with invocation_scope(kwargs):
+                    lease = prepare(args, kwargs)
+                    try:
+                        await lease.acquire_async(**acquire_args())
+                    except LeaseTimeout as error:
+                        return when_busy(error, args, kwargs)
+                    token = _current.set(lease)
+                    try:
+                        return await fn(*args, **kwargs)
+                    finally:
+                        _current.reset(token)
+                        finish(lease)
+
+            return entry_point(run_async, fn)  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with invocation_scope(kwargs):
                 lease = prepare(args, kwargs)
                 try:
-                    await lease.acquire_async(**acquire_args())
+                    lease.acquire(**acquire_args())
                 except LeaseTimeout as error:
                     return when_busy(error, args, kwargs)
                 token = _current.set(lease)
                 try:
-                    return await fn(*args, **kwargs)
+                    return fn(*args, **kwargs)
                 finally:
                     _current.reset(token)
                     finish(lease)
 
-            return run_async  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            lease = prepare(args, kwargs)
-            try:
-                lease.acquire(**acquire_args())
-            except LeaseTimeout as error:
-                return when_busy(error, args, kwargs)
-            token = _current.set(lease)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _current.reset(token)
-                finish(lease)
-
-        return run  # type: ignore[return-value]
+        return entry_point(run, fn)  # type: ignore[return-value]
 
     return decorate
 
