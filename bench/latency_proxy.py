@@ -51,10 +51,11 @@ async def _serve(
         except OSError:
             client_w.close()
             return
-        await asyncio.gather(
-            _pipe(client_r, server_w, one_way), _pipe(server_r, client_w, one_way),
-            return_exceptions=True,
-        )  # fmt: skip
+        with contextlib.suppress(asyncio.CancelledError):  # the proxy is stopping
+            await asyncio.gather(
+                _pipe(client_r, server_w, one_way), _pipe(server_r, client_w, one_way),
+                return_exceptions=True,
+            )  # fmt: skip
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port.append(server.sockets[0].getsockname()[1])
