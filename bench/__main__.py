@@ -21,6 +21,7 @@ BENCHMARKS = {
     "contention": "one key, 1..16 processes: acquisitions/s, waits, handoff, requests",
     "scale": "1, 2, 4, 8 instances on the notification flow: events/s, Azurite CPU beside ours",
     "capacity": "requests/s an account sees per event rate, against Azure's published limits",
+    "all": "every benchmark on one Azurite, reduced sizes: bench/results/results.json + plots",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
 }
