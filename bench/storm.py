@@ -40,11 +40,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--alternatives", default=",".join(alternatives.NAMES), help="comma-separated subset"
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per alternative")
+    parser.add_argument(
+        "--defer-seconds", type=float, default=DEFER_SECONDS,
+        help="delay of a re-queued busy delivery (Busy.DEFER's default is 5 s)",
+    )  # fmt: skip
 
 
 def _instance(
-    name: str, queue: str, container: str, work_s: float, ready: Any, go: Any, stop: Any, out: Any
-) -> None:
+    name: str, queue: str, container: str, work_s: float, defer_s: float,
+    ready: Any, go: Any, stop: Any, out: Any,
+) -> None:  # fmt: skip
     """One instance: receive, guard, send, delete or defer, until told to stop."""
     blob_counter, queue_counter = RequestCounter(), RequestCounter()
     blobs = counted_account(blob_counter).blob_service().get_container_client(container)
@@ -62,7 +67,7 @@ def _instance(
 
         outcome = guard.handle(body["event_id"], email)
         if outcome == alternatives.Outcome.DEFERRED:
-            queue_client.update_message(message, visibility_timeout=DEFER_SECONDS)
+            queue_client.update_message(message, visibility_timeout=round(defer_s))
             return True
         queue_client.delete_message(message)
         return False
@@ -96,7 +101,9 @@ def _instance(
     )
 
 
-def _storm(name: str, instances: int, events: int, work_s: float, timeout: float) -> dict[str, Any]:
+def _storm(
+    name: str, instances: int, events: int, work_s: float, timeout: float, defer_s: float
+) -> dict[str, Any]:
     run = uuid.uuid4().hex[:8]
     queues = [f"storm-{run}-{i}" for i in range(instances)]
     container = f"storm-{run}"
@@ -112,7 +119,7 @@ def _storm(name: str, instances: int, events: int, work_s: float, timeout: float
     procs = [
         ctx.Process(
             target=_instance,
-            args=(name, q, container, work_s, ready[i], go, stop, out),
+            args=(name, q, container, work_s, defer_s, ready[i], go, stop, out),
             daemon=True,
         )
         for i, q in enumerate(queues)
@@ -180,13 +187,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with azurite_storage():
         os.environ.setdefault("RUNONCE_CONTAINER", "runonce")
         results = {
-            name: _storm(name, args.instances, args.events, args.work_ms / 1000, args.timeout)
+            name: _storm(
+                name,
+                args.instances,
+                args.events,
+                args.work_ms / 1000,
+                args.timeout,
+                getattr(args, "defer_seconds", DEFER_SECONDS),
+            )
             for name in names
         }
     result: dict[str, Any] = {
         "instances": args.instances,
         "events": args.events,
         "work_ms": args.work_ms,
+        "defer_seconds": getattr(args, "defer_seconds", DEFER_SECONDS),
         "alternatives": results,
     }
     if "ours" in results and "none" in results:
