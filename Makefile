@@ -31,8 +31,9 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict packages/blobsingleton/src
 
+# Every benchmark against one private Azurite (~10 minutes): bench/results/results.json + plots.
 bench: setup
-	$(PY) -m bench requests --json
+	$(PY) -m bench all --json
 
 clean:
 	rm -rf $(VENV) node_modules .devhost .pytest_cache .ruff_cache
