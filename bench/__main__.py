@@ -24,6 +24,7 @@ BENCHMARKS = {
     "all": "every benchmark on one Azurite, reduced sizes: bench/results/results.json + plots",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
+    "fairness": "one key, N contending processes: plain polling against waiting in line",
 }
 
 

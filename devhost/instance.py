@@ -106,6 +106,7 @@ class Instance:
                 self.config.function_key,
                 self.stats,
                 self.host.route_prefix,
+                admin_key=self.config.admin_key,
             )
             self.http.start()
         for listener in self.listeners:

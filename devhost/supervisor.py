@@ -20,6 +20,8 @@ from devhost.app_settings import AppSettings, instance_settings, load_app_settin
 log = logging.getLogger("devhost.supervisor")
 
 FUNCTION_KEY_SETTING = "DEVHOST_FUNCTION_KEY"
+#: The host's master key: the only key accepted by authLevel admin functions.
+ADMIN_KEY_SETTING = "DEVHOST_ADMIN_KEY"
 
 
 class InstanceStartError(RuntimeError):
@@ -111,6 +113,10 @@ class Supervisor:
         self.generated_key = not key
         self.function_key = key or secrets.token_urlsafe(24)
         base[FUNCTION_KEY_SETTING] = self.function_key
+        admin_key = base.get(ADMIN_KEY_SETTING)
+        self.generated_admin_key = not admin_key
+        self.admin_key = admin_key or secrets.token_urlsafe(24)
+        base[ADMIN_KEY_SETTING] = self.admin_key
         self._base_settings = base
         self._ctx = mp.get_context("spawn")
         self._reports: Any = self._ctx.Queue()
@@ -157,6 +163,7 @@ class Supervisor:
                 http_port=self.options.http_port,
                 functions=tuple(self.options.functions) if self.options.functions else None,
                 function_key=self.function_key,
+                admin_key=self.admin_key,
                 drain_timeout=self.options.drain_timeout,
                 stats_interval=self.options.stats_interval,
                 log_level=self.options.log_level,
@@ -240,9 +247,15 @@ class Supervisor:
         serving_http = self.options.http_port is not None and "HttpTrigger" in kinds.values()
         if serving_http and self.generated_key:
             log.info(
-                "function key for authLevel function/admin (set %s to choose one): %s",
+                "function key for authLevel function (set %s to choose one): %s",
                 FUNCTION_KEY_SETTING,
                 self.function_key,
+            )
+        if serving_http and self.generated_admin_key:
+            log.info(
+                "admin (master) key for authLevel admin and function (set %s to choose one): %s",
+                ADMIN_KEY_SETTING,
+                self.admin_key,
             )
 
     def stop(self, timeout: float | None = None) -> list[dict[str, Any]]:

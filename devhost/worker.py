@@ -37,6 +37,7 @@ class WorkerConfig:
     http_port: int | None = 7071  # base port; instance i listens on http_port + i
     functions: tuple[str, ...] | None = None  # run only these (like `func start --functions`)
     function_key: str = ""
+    admin_key: str = ""
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"

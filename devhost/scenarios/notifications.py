@@ -44,6 +44,10 @@ class NotificationsReport:
     events_per_s: float
     deliveries: int
     invocations: int
+    #: Copies re-enqueued because another instance was sending the same event: every
+    #: invocation beyond the deliveries is one (counted from the host's invocations, which the
+    #: app cannot fake).
+    deferrals: int
     failed_invocations: int
     drained: bool
     run_id: str
@@ -60,7 +64,7 @@ class NotificationsReport:
             f"  emails sent        {self.emails_sent} for {self.distinct_events_emailed} "
             f"distinct events (duplicates {self.duplicates}, missing {self.missing})",
             f"  invocations        {self.invocations} ({self.failed_invocations} failed), "
-            f"poisoned {self.poisoned}",
+            f"deferrals {self.deferrals}, poisoned {self.poisoned}",
             f"  storage requests   app {self.app_storage_requests} "
             f"({self.app_requests_per_event:.1f}/event), host {self.host_storage_requests} "
             f"({self.host_requests_per_event:.1f}/event)",
@@ -166,6 +170,9 @@ def run(
         events_per_s=round(events / result.elapsed_s, 1),
         deliveries=instances * events,
         invocations=totals.total_invocations,
+        deferrals=max(
+            0, totals.total_invocations - instances * events - sum(totals.failures.values())
+        ),
         failed_invocations=sum(totals.failures.values()),
         drained=result.drained,
         run_id=run_id,

@@ -13,7 +13,12 @@ Everything importable from here is the public API; modules starting with `_` are
 from blobsingleton._blob_lease import BlobLease, read_lock
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import Busy
-from blobsingleton._connection import StorageAccount, from_settings, set_client_options
+from blobsingleton._connection import (
+    StorageAccount,
+    from_settings,
+    set_client_options,
+    set_default_credential,
+)
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import BaseLease
 from blobsingleton._lock_blob import LockState
@@ -78,6 +83,7 @@ __all__ = [
     "read_lock",
     "release_all",
     "set_client_options",
+    "set_default_credential",
     "singleton",
     "validate_key",
 ]

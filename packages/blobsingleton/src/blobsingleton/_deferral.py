@@ -15,6 +15,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
 from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
@@ -48,6 +49,7 @@ def defer(
     seconds = max(1, min(MAX_DELAY, round(delay)))
     send_message(storage or _defaults.account_from_settings(), name, message.get_body(), seconds)
     log.info("deferred message %s on %s by %d s: %s", message.id, name, seconds, reason)
+    emit("defer", queue=name, message_id=message.id, delay_s=seconds, reason=reason)
 
 
 def send_message(

@@ -22,7 +22,14 @@ from blobsingleton import _deferral as deferral
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import Busy, BusyPolicy, check_policy
 from blobsingleton._connection import StorageAccount
-from blobsingleton._once_handler import Decision, Mode, OnceHandler, Outcome, payload_hash
+from blobsingleton._once_handler import (
+    DEFAULT_IN_PROGRESS_TIMEOUT,
+    Decision,
+    Mode,
+    OnceHandler,
+    Outcome,
+    payload_hash,
+)
 from blobsingleton._records import RecordStore
 from blobsingleton._templates import resolve_key
 
@@ -40,12 +47,12 @@ def once(
     *,
     mode: Mode = Mode.AT_LEAST_ONCE,
     retention: float | timedelta = timedelta(days=7),
-    in_progress_timeout: float | timedelta = 300.0,
+    in_progress_timeout: float | timedelta = DEFAULT_IN_PROGRESS_TIMEOUT,
     payload: Callable[..., Any] | None = None,
     on_in_progress: BusyPolicy = Busy.WAIT,
     wait_timeout: float = 60.0,
     queue: str | None = None,
-    defer_seconds: float = 5.0,
+    defer_seconds: float | None = None,
     schedule: str | None = None,
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
@@ -53,11 +60,14 @@ def once(
     """Run the decorated function at most once per resolved `key` while its record lives.
 
     `mode`: after a crash mid-run, AT_LEAST_ONCE (default) reruns once the in-progress record
-    expires (`in_progress_timeout`, default 5 min); AT_MOST_ONCE never reruns it.
+    expires; AT_MOST_ONCE never reruns it. `in_progress_timeout` (default 15 s): a running
+    call keeps its record alive with a heartbeat, so this bounds how long a *crashed* call
+    holds the key, not how long the work may take.
     `retention`: how long a completed key is remembered (default 7 days).
     `payload(*args, **kwargs)`: what must match for a duplicate; a different one raises
     `PayloadMismatch`. `on_in_progress`: WAIT (poll up to `wait_timeout`, then
-    `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue` after `defer_seconds`), or a callable.
+    `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue`, visible again when the record
+    could next change: its expiry, unless `defer_seconds` says otherwise), or a callable.
     """
     check_policy(on_in_progress, queue)
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
@@ -98,9 +108,10 @@ def once(
                 return None
             if on_in_progress == Busy.DEFER:
                 message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
-                deferral.defer(
-                    message, queue or "", defer_seconds, reason=str(error), storage=storage
+                delay = (
+                    handler.retry_after(outcome.record) if defer_seconds is None else defer_seconds
                 )
+                deferral.defer(message, queue or "", delay, reason=str(error), storage=storage)
                 return None
             return on_in_progress(error)
 
