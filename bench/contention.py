@@ -1,10 +1,12 @@
 """Contention: one key, 1 to 16 processes taking it in turn, each holding it 50 ms.
 
-Every process loops for `--seconds`: wait for the lock, hold it, release it. Reported per
-process count: acquisitions per second, the most and fewest acquisitions of any process (no
-starvation), p50/p99/max wait, requests per acquisition and per waiter-second (what waiting
-costs), and the handoff (from one release to the next acquisition) p50/p99. Beside it the
-WebJobs polling pattern (waiters poll every 5 s) on the same Azurite.
+"ours" is `BlobLease` polling (the default), "ours_fair" `BlobLease(fair=True)` (waiting in
+line, what `@singleton(on_busy=Busy.WAIT)` uses). Every process loops for `--seconds`: wait
+for the lock, hold it, release it. Reported per process count: acquisitions per second, the
+most and fewest acquisitions of any process (no starvation), p50/p99/max wait, requests per
+acquisition and per waiter-second (what waiting costs), and the handoff (from one release to
+the next acquisition) p50/p99. Beside it the WebJobs polling pattern (waiters poll every 5 s)
+on the same Azurite.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from devhost.request_counting import RequestCounter
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes", default="1,2,4,8,16", help="comma-separated counts")
     parser.add_argument("--webjobs-processes", default="1,2,4,8,16")
+    parser.add_argument(
+        "--fair-processes", default="1,2,4,8,16", help="BlobLease(fair=True): waiting in line"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="per process count")
     parser.add_argument("--hold-ms", type=float, default=50.0)
 
@@ -45,8 +50,8 @@ def _worker(
     deadline = time.time() + seconds
     while time.time() < deadline:
         asked = time.time()
-        if kind == "ours":
-            lease = BlobLease(key, container=blobs).acquire()
+        if kind in ("ours", "ours_fair"):
+            lease = BlobLease(key, container=blobs, fair=kind == "ours_fair").acquire()
             acquired = time.time()
             time.sleep(hold)
             lease.release()
@@ -120,4 +125,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _level("webjobs", n, container, args.seconds, hold)
             for n in _counts(args.webjobs_processes)
         ]
-    return {"hold_ms": args.hold_ms, "seconds": args.seconds, "ours": ours, "webjobs": webjobs}
+        fair = [
+            _level("ours_fair", n, container, args.seconds, hold)
+            for n in _counts(getattr(args, "fair_processes", ""))
+        ]
+    return {
+        "hold_ms": args.hold_ms, "seconds": args.seconds, "ours": ours, "ours_fair": fair,
+        "webjobs": webjobs,
+    }  # fmt: skip

@@ -55,7 +55,7 @@ def contention_table(c: dict[str, Any]) -> str:
          f"{lvl['most_per_process']} / {lvl['fewest_per_process']}", lvl["wait_p50_s"],
          lvl["wait_p99_s"], lvl["wait_max_s"], lvl["requests_per_acquisition"],
          lvl["requests_per_waiter_second"], lvl["handoff_p50_s"], lvl["handoff_p99_s"]]
-        for kind in ("ours", "webjobs") for lvl in c[kind]
+        for kind in ("ours", "ours_fair", "webjobs") for lvl in c.get(kind, [])
     ]  # fmt: skip
     return _table(
         ["lock", "processes", "acq/s", "most / fewest", "wait p50", "wait p99", "wait max",

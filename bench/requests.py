@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         def guarded(msg: func.QueueMessage) -> None:
             return None
 
+        @singleton("bench-polling-{account}", fair=False)
+        def guarded_polling(msg: func.QueueMessage) -> None:
+            return None
+
         @once("bench-{event_id}")
         def deliver(msg: func.QueueMessage) -> None:
             return None
@@ -101,6 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         n = args.iterations
         # Warm-up: create containers and lock blobs, so what follows is the steady state.
         guarded(_message("account", "A"))
+        guarded_polling(_message("account", "A"))
         deliver(_message("event_id", "warm"))
         BlobLease("bench-hold").acquire().release()
         storage.blob_service().get_container_client("bench-locks").get_blob_client(
@@ -109,6 +114,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "iterations": n,
             "singleton_invocation": _per_call(lambda i: guarded(_message("account", "A")), n),
+            "singleton_invocation_polling": _per_call(
+                lambda i: guarded_polling(_message("account", "A")), n
+            ),
             "once_first_run": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
             "once_duplicate": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
             "webjobs_function_singleton": _per_call(lambda i: _webjobs_singleton_sequence("k"), n),

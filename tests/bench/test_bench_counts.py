@@ -17,7 +17,8 @@ def test_requests_counts_every_alternative_and_only_run_once_guards_skip_duplica
 ) -> None:
     result = requests.run(argparse.Namespace(iterations=3, hold_seconds=0.2))
     assert result["once_duplicate"] == 1
-    assert result["singleton_invocation"] <= 3
+    assert result["singleton_invocation_polling"] <= 3  # acquire, fencing token, release
+    assert result["singleton_invocation"] <= 4  # waiting in line: the releaser reads the line
     alts = result["alternatives"]
     assert list(alts) == list(alternatives.NAMES)
     assert alts["webjobs"]["first_run"] >= 5  # HEAD, Acquire, HEAD, Set Metadata, Release
@@ -41,7 +42,8 @@ def test_command_prints_one_json_object(bench_env: str) -> None:
          "--hold-seconds", "0.2"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
-    assert len(lines) == 1
-    assert json.loads(lines[0])["once_duplicate"] == 1
+    assert len(lines) == 1, done.stderr[-2000:]
+    result = json.loads(lines[0])
+    assert result["once_duplicate"] == 1
+    assert done.returncode == (0 if result["targets_met"] else 1)  # the exit code is the verdict
