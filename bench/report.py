@@ -21,6 +21,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def requests_table(r: dict[str, Any]) -> str:
     rows = [["`@singleton` invocation (ours)", r["singleton_invocation"], "", ""]]
+    if "singleton_invocation_polling" in r:
+        rows.append(["`@singleton(fair=False)` (ours)", r["singleton_invocation_polling"], "", ""])
     for name, row in r["alternatives"].items():  # "ours" is `@once`
         again = "**yes**" if row["duplicate_runs_work_again"] else "no"
         rows.append([name, row["first_run"], row["duplicate"], again])
