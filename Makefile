@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup chromium demo test test-long lint bench screenshot clean
+.PHONY: setup chromium demo test test-long lint audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -48,6 +48,11 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict packages/blobsingleton/src
+	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
+
+# Known vulnerabilities in the pinned dependencies (needs network access to PyPI / OSV).
+audit: $(VENV)/.installed
+	$(PY) -m pip_audit --strict -r requirements.txt -r requirements-dev.txt
 
 # Every benchmark against one private Azurite (~10 minutes): bench/results/results.json + plots.
 bench: setup

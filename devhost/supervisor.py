@@ -46,6 +46,9 @@ class HostOptions:
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"
+    #: The instances' log goes to this file instead of stderr (a progress display owns the
+    #: terminal); None: stderr, as `devhost run` and `--verbose` do.
+    log_file: str | None = None
     #: Respawn an instance that dies without being told to stop, as the platform replaces a
     #: crashed worker (scenarios that kill instances on purpose need it).
     restart: bool = False
@@ -167,6 +170,7 @@ class Supervisor:
                 drain_timeout=self.options.drain_timeout,
                 stats_interval=self.options.stats_interval,
                 log_level=self.options.log_level,
+                log_file=self.options.log_file,
             )
             self._spawn(i)
         try:
@@ -229,6 +233,11 @@ class Supervisor:
                     f"only {ready} of {len(self._processes)} instances ready after {timeout:.0f}s"
                 )
             time.sleep(0.05)
+
+    def started_instances(self) -> dict[int, dict[str, Any]]:
+        """What each instance reported when it became ready: its functions and their errors."""
+        with self._lock:
+            return {i: dict(info) for i, info in self._ready.items()}
 
     def _announce(self) -> None:
         with self._lock:

@@ -41,11 +41,16 @@ class WorkerConfig:
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"
+    log_file: str | None = None  # append the log here instead of stderr
 
 
-def configure_logging(prefix: str, level: str = "INFO") -> None:
-    """One line per event on stderr, prefixed with the instance number."""
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(prefix: str, level: str = "INFO", log_file: str | None = None) -> None:
+    """One line per event on stderr (or appended to `log_file`), prefixed with the instance."""
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(
         logging.Formatter(
             f"[{prefix}] %(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
@@ -118,7 +123,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
     apply_settings(config.settings)
     request_counting.install()  # the host counts the app's storage requests, the app does not
     os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
-    configure_logging(str(config.instance), config.log_level)
+    configure_logging(str(config.instance), config.log_level, config.log_file)
     log = logging.getLogger("devhost.worker")
     parent = os.getppid()
 

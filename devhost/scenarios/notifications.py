@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from devhost.scenarios import _common
@@ -94,6 +95,8 @@ def run(
     backlog: int = DEFAULT_BACKLOG,
     keep: bool = False,
     log_level: str = "INFO",
+    log_file: str | None = None,
+    watch: Callable[[Supervisor], object] | None = None,
 ) -> NotificationsReport:
     """Run the scenario against the storage account in AzureWebJobsStorage."""
     from shared.notifications.outbox import read_outbox
@@ -146,10 +149,12 @@ def run(
         settings={**containers, "SENDGRID_API_KEY": None},
         instance_settings={"NOTIFICATIONS_QUEUE": f"ntf-{run_id}-{{instance}}"},
         log_level=log_level,
+        log_file=log_file,
     )
     result = _common.run_until_drained(
-        options, queues, app_settings=app_settings, timeout=timeout, while_running=feed_the_rest
-    )
+        options, queues, app_settings=app_settings, timeout=timeout, while_running=feed_the_rest,
+        watch=watch,
+    )  # fmt: skip
     emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
     distinct = len({e.event_id for e in emails})
     poisoned = sum(_common.queue_depths(poison_queues).values())
