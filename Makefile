@@ -54,8 +54,9 @@ lint: $(VENV)/.installed
 audit: $(VENV)/.installed
 	$(PY) -m pip_audit --strict -r requirements.txt -r requirements-dev.txt
 
+# Every benchmark against one private Azurite (~10 minutes): bench/results/results.json + plots.
 bench: setup
-	$(PY) -m bench requests --json
+	$(PY) -m bench all --json
 
 # The README's picture of the status page: a private Azurite, seeded, devhost, chromium.
 screenshot: setup
