@@ -9,11 +9,13 @@ jittered 0.5x to 1.5x).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
+from azure.core.exceptions import ResourceExistsError
 from devhost_testkit import wait_for
 
 from devhost.scenarios._handoff import measure_handoff
@@ -36,11 +38,14 @@ def test_a_worker_that_dies_is_replaced_and_the_replacement_takes_work(
     start_host: Any, base_settings: dict[str, Any], storage: Any, records: Any, caplog: Any
 ) -> None:
     """As the host starts a new language worker when one exits unexpectedly."""
+    queue = storage.queue(base_settings["SAMPLE_QUEUE"])
+    with contextlib.suppress(ResourceExistsError):
+        queue.create_queue()  # the first worker may be killed before its listener creates it
     host = start_host(base_settings, restart=True)
     first_pid = host._processes[0].pid
     os.kill(first_pid, signal.SIGKILL)
     wait_for(lambda: host.restarts() == {0: 1} and host.alive() == [0])
     assert host._processes[0].pid != first_pid
     assert any("instance 0 exited (code -9): restarting it" in m for m in caplog.messages)
-    storage.queue(base_settings["SAMPLE_QUEUE"]).send_message(b"after-restart")
+    queue.send_message(b"after-restart")
     wait_for(lambda: records.where(function="sample_queue", event="done", body="after-restart"))
