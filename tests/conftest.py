@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from devhost import request_counting, services  # noqa: E402
+from devhost.scenarios._callbacks import CallbackReceiver  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
 
@@ -79,3 +80,10 @@ def subprocess_env(storage_env: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+@pytest.fixture
+def receiver() -> Iterator[CallbackReceiver]:
+    """A recording HTTP receiver for batch-job callbacks, on a free local port."""
+    with CallbackReceiver() as running:
+        yield running

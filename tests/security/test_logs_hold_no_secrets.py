@@ -20,6 +20,7 @@ import pytest
 
 from devhost import services
 from devhost.scenarios import _import_samples as samples
+from devhost.scenarios._callbacks import CallbackReceiver
 from functions.imports import import_account
 from functions.jobs import run_job_unit, start_job
 from functions.notifications import send_notification
@@ -83,7 +84,7 @@ def flows_env(storage_env: str, prism_url: str, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_no_key_and_no_health_data_in_any_log_record(
-    flows_env: dict[str, str], every_log_record: EverythingHandler
+    flows_env: dict[str, str], every_log_record: EverythingHandler, receiver: CallbackReceiver
 ) -> None:
     # Notification, sent through SendGrid's API (Prism) with the key in a header.
     body = {"event_id": f"evt-{uuid.uuid4().hex[:8]}", "type": "order.shipped",
@@ -105,7 +106,7 @@ def test_no_key_and_no_health_data_in_any_log_record(
 
     # A batch job: submitted over HTTP, its units run from the queue.
     job = {"units": [{"id": f"u{i}", "payload": {"n": i}} for i in range(3)],
-           "callback_url": "http://127.0.0.1:9/done"}  # fmt: skip
+           "callback_url": receiver.url}  # fmt: skip
     response = start_job(func.HttpRequest("POST", "/api/jobs", body=json.dumps(job).encode()))
     assert response.status_code in (200, 202), response.get_body()
     units = storage.queue_client(flows_env["JOB_UNITS_QUEUE"])

@@ -20,6 +20,8 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
+from blobsingleton._events import emit_lease
+from blobsingleton._invocation import thread_target, to_thread
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -82,6 +84,13 @@ class BaseLease(ABC):
     def _release(self) -> None:
         """Give the lease back."""
 
+    def _next_delay(self, interval: float) -> float:
+        """Seconds until the next attempt of a blocking acquire; a backend may wait in line."""
+        return interval * random.uniform(0.5, 1.5)
+
+    def _stop_waiting(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """The acquire loop ended (acquired, timed out or cancelled): leave any line."""
+
     def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Hook run after the first successful renewal (publishing an owner record)."""
 
@@ -109,8 +118,11 @@ class BaseLease(ABC):
         Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
         """
         waits = self._waits(timeout, blocking, poll_interval)
-        while not self._attempt():
-            time.sleep(next(waits))
+        try:
+            while not self._attempt():
+                time.sleep(next(waits))
+        finally:
+            self._stop_waiting()
         return self
 
     async def acquire_async(
@@ -121,8 +133,11 @@ class BaseLease(ABC):
     ) -> Self:
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop."""
         waits = self._waits(timeout, blocking, poll_interval)
-        while not await asyncio.to_thread(self._attempt):
-            await asyncio.sleep(next(waits))
+        try:
+            while not await to_thread(self._attempt):
+                await asyncio.sleep(await to_thread(next, waits))
+        finally:
+            await to_thread(self._stop_waiting)
         return self
 
     def release(self) -> None:
@@ -147,7 +162,7 @@ class BaseLease(ABC):
             )
 
     async def release_async(self) -> None:
-        await asyncio.to_thread(self.release)
+        await to_thread(self.release)
 
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
@@ -189,7 +204,7 @@ class BaseLease(ABC):
             remaining = None if timeout is None else timeout - (time.monotonic() - started)
             if not blocking or (remaining is not None and remaining <= 0):
                 raise LeaseTimeout(self.key, time.monotonic() - started)
-            delay = interval * random.uniform(0.5, 1.5)
+            delay = self._next_delay(interval)
             yield delay if remaining is None else min(delay, remaining)
 
     def _attempt(self) -> bool:
@@ -206,7 +221,7 @@ class BaseLease(ABC):
             self.lost.clear()
             self._stop_renewing.clear()
         self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
+            target=thread_target(self._renew_loop), name=f"lease-renewal:{self.key}", daemon=True
         )
         self._renewer.start()
         shutdown.remember(self)
@@ -232,6 +247,7 @@ class BaseLease(ABC):
                     self._declare_lost(f"renewal failed until the period ran out: {error}")
                     return
                 log.warning("lease %s renewal failed, retrying: %s", self.key, error)
+                emit_lease("renewal_failed", self, reason=str(error))
                 wait = min(1.0, interval)
                 continue
             except Exception as error:  # a bug or unexpected storage answer: still make it visible
@@ -253,6 +269,7 @@ class BaseLease(ABC):
             self._lost_error = LeaseLost(self.key, self._token, reason)  # is_held is False now
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
+        emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:
                 self.on_lost(self._lost_error)

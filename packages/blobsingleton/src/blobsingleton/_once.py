@@ -10,7 +10,6 @@ key so the host's retry runs it again.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -22,6 +21,7 @@ from blobsingleton import _deferral as deferral
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import Busy, BusyPolicy, check_policy
 from blobsingleton._connection import StorageAccount
+from blobsingleton._invocation import entry_point, invocation_scope, to_thread
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
     Decision,
@@ -119,34 +119,36 @@ def once(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                handler = handler_for(args, kwargs)
-                outcome = await asyncio.to_thread(begin, handler)
-                if outcome.decision != Decision.EXECUTE:
-                    return await asyncio.to_thread(not_executed, handler, outcome, args, kwargs)
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException:
-                    await asyncio.to_thread(handler.fail)
-                    raise
-                await asyncio.to_thread(handler.complete, result)
-                return result
+                with invocation_scope(kwargs):
+                    handler = handler_for(args, kwargs)
+                    outcome = await to_thread(begin, handler)
+                    if outcome.decision != Decision.EXECUTE:
+                        return await to_thread(not_executed, handler, outcome, args, kwargs)
+                    try:
+                        result = await fn(*args, **kwargs)
+                    except BaseException:
+                        await to_thread(handler.fail)
+                        raise
+                    await to_thread(handler.complete, result)
+                    return result
 
-            return run_async  # type: ignore[return-value]
+            return entry_point(run_async, fn)  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            handler = handler_for(args, kwargs)
-            outcome = begin(handler)
-            if outcome.decision != Decision.EXECUTE:
-                return not_executed(handler, outcome, args, kwargs)
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException:
-                handler.fail()
-                raise
-            handler.complete(result)
-            return result
+            with invocation_scope(kwargs):
+                handler = handler_for(args, kwargs)
+                outcome = begin(handler)
+                if outcome.decision != Decision.EXECUTE:
+                    return not_executed(handler, outcome, args, kwargs)
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException:
+                    handler.fail()
+                    raise
+                handler.complete(result)
+                return result
 
-        return run  # type: ignore[return-value]
+        return entry_point(run, fn)  # type: ignore[return-value]
 
     return decorate

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from blobsingleton._events import emit
+from blobsingleton._invocation import thread_target
 from blobsingleton._keys import validate_key
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status
@@ -130,6 +132,7 @@ class OnceHandler:
         )
         try:
             self.store.replace(done, claimed.etag or "")
+            emit("completed", key=self.key, duration_s=time.time() - done.started_at)
         except RecordConflict:
             log.warning(
                 "run-once %s finished after its in-progress record expired and was taken "
@@ -168,6 +171,7 @@ class OnceHandler:
             record.attempt,
             record.owner,
         )
+        emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
         takeover = self._in_progress(now, attempt=record.attempt + 1)
         return self._claim(self.store.replace(takeover, record.etag or ""))
 
@@ -187,7 +191,9 @@ class OnceHandler:
         if self.in_progress_timeout > 0:
             self._stop_beating.clear()
             self._heartbeat = threading.Thread(
-                target=self._beat, name=f"once-heartbeat-{self.key[:40]}", daemon=True
+                target=thread_target(self._beat),
+                name=f"once-heartbeat-{self.key[:40]}",
+                daemon=True,
             )
             self._heartbeat.start()
         return Outcome(Decision.EXECUTE, record)

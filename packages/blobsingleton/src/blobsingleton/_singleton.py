@@ -23,6 +23,8 @@ from blobsingleton import _deferral as deferral
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy, BusyPolicy, check_policy
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
+from blobsingleton._invocation import entry_point, invocation_scope
 from blobsingleton._lease import DEFAULT_PERIOD
 from blobsingleton._owner import Owner
 from blobsingleton._templates import resolve_key
@@ -59,6 +61,7 @@ def singleton(
     schedule: str | None = None,
     container: ContainerClient | None = None,
     storage: StorageAccount | None = None,
+    fair: bool | None = None,
 ) -> Callable[[F], F]:
     """Run the function only while holding the lease named by `scope` (a key template).
 
@@ -66,8 +69,11 @@ def singleton(
     retries), `Busy.SKIP`, `Busy.DEFER` (needs `queue`; delay `defer_seconds`, default one
     lease period), or a callable returning the result to give instead (e.g. a 409).
     A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
+    `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
+    order; costs one request more per invocation (the releaser looks at the line).
     """
     check_policy(on_busy, queue)
+    in_line = on_busy == Busy.WAIT if fair is None else fair
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
@@ -75,13 +81,17 @@ def singleton(
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> BlobLease:
             key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            return BlobLease(key, period=period, container=container, storage=storage, owner=owner)
+            return BlobLease(
+                key, period=period, container=container, storage=storage, owner=owner,
+                fair=in_line,
+            )  # fmt: skip
 
         def when_busy(error: LeaseTimeout, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if on_busy == Busy.WAIT:
                 raise error
             if on_busy == Busy.SKIP:
                 log.info("%s skipped: %s", fn.__name__, error)
+                emit("busy_skip", key=error.key, function=fn.__name__, duration_s=error.waited)
                 return None
             if on_busy == Busy.DEFER:
                 message = deferral.find_message(signature.bind(*args, **kwargs).arguments)
@@ -112,35 +122,37 @@ def singleton(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with invocation_scope(kwargs):
+                    lease = prepare(args, kwargs)
+                    try:
+                        await lease.acquire_async(**acquire_args())
+                    except LeaseTimeout as error:
+                        return when_busy(error, args, kwargs)
+                    token = _current.set(lease)
+                    try:
+                        return await fn(*args, **kwargs)
+                    finally:
+                        _current.reset(token)
+                        finish(lease)
+
+            return entry_point(run_async, fn)  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with invocation_scope(kwargs):
                 lease = prepare(args, kwargs)
                 try:
-                    await lease.acquire_async(**acquire_args())
+                    lease.acquire(**acquire_args())
                 except LeaseTimeout as error:
                     return when_busy(error, args, kwargs)
                 token = _current.set(lease)
                 try:
-                    return await fn(*args, **kwargs)
+                    return fn(*args, **kwargs)
                 finally:
                     _current.reset(token)
                     finish(lease)
 
-            return run_async  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            lease = prepare(args, kwargs)
-            try:
-                lease.acquire(**acquire_args())
-            except LeaseTimeout as error:
-                return when_busy(error, args, kwargs)
-            token = _current.set(lease)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _current.reset(token)
-                finish(lease)
-
-        return run  # type: ignore[return-value]
+        return entry_point(run, fn)  # type: ignore[return-value]
 
     return decorate
 
