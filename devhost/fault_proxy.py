@@ -28,7 +28,7 @@ class FaultRates:
     reset: float = 0.0
     stall: float = 0.0
     latency: float = 0.0
-    stall_seconds: float = 40.0  # past the storage SDK's read timeout
+    stall_seconds: float = 40.0  # set it above the read timeout the app's clients use
     latency_seconds: float = 0.2
 
     def __post_init__(self) -> None:
