@@ -9,8 +9,9 @@ cycle), a waiter process waits for each; the holder is then killed (SIGKILL) or 
   through `install_signal_handlers`);
 - webjobs: Function-mode `[Singleton]` (15 s, renewed every 7.5 s; waiters poll every 5 s;
   a graceful stop releases);
-- once: a `@once` sender killed before sending; the duplicate delivery is deferred every
-  5 s until the in-progress record expires (`in_progress_timeout`, the library's default 300 s).
+- once: a `@once` sender killed before sending; the duplicate delivery is deferred until the
+  in-progress record expires (`in_progress_timeout`, the library's default 15 s; a running
+  holder keeps it alive with a heartbeat, a killed one does not).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once-in-progress-timeout",
         type=float,
-        default=300.0,
-        help="@once in_progress_timeout for the killed-sender case (library default 300 s)",
+        default=15.0,
+        help="@once in_progress_timeout for the killed-sender case (the library's default)",
     )
     parser.add_argument(
         "--cases",
