@@ -5,9 +5,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup chromium demo test test-long lint audit bench screenshot clean
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed node_modules/.installed chromium
+
+# The status page's browser test drives Debian's chromium (never `playwright install`).
+# CI runs as root on a fresh Debian machine; elsewhere without it, the test says how to get it.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing chromium (apt-get)"; \
+			apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+		else \
+			echo "chromium missing: sudo apt-get install chromium (for tests/ops)"; \
+		fi; \
+	fi
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +40,27 @@ demo: setup
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
+test-long: setup lint
+	$(PY) -m pytest --long $(PYTEST_ARGS)
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict packages/blobsingleton/src
+	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
 
+# Known vulnerabilities in the pinned dependencies (needs network access to PyPI / OSV).
+audit: $(VENV)/.installed
+	$(PY) -m pip_audit --strict -r requirements.txt -r requirements-dev.txt
+
+# Every benchmark against one private Azurite (~10 minutes): bench/results/results.json + plots.
 bench: setup
-	$(PY) -m bench requests --json
+	$(PY) -m bench all --json
+
+# The README's picture of the status page: a private Azurite, seeded, devhost, chromium.
+screenshot: setup
+	$(PY) -m tests.ops.screenshot docs/status-page.png
 
 clean:
 	rm -rf $(VENV) node_modules .devhost .pytest_cache .ruff_cache

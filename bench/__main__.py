@@ -16,8 +16,16 @@ from devhost import request_counting
 
 BENCHMARKS = {
     "requests": "storage requests per @singleton / @once invocation, against WebJobs' sequence",
+    "storm": "N instances, every event to every instance: duplicates, latency, requests",
+    "failover": "time until another instance holds: SIGKILL, SIGTERM, a killed @once sender",
+    "contention": "one key, 1..16 processes: acquisitions/s, waits, handoff, requests",
+    "scale": "1, 2, 4, 8 instances on the notification flow: events/s, Azurite CPU beside ours",
+    "capacity": "requests/s an account sees per event rate, against Azure's published limits",
+    "all": "every benchmark on one Azurite, reduced sizes: bench/results/results.json + plots",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
+    "handoff": "lease handoff when an instance stops as the host stops it, and when it crashes",
+    "fairness": "one key, N contending processes: plain polling against waiting in line",
 }
 
 

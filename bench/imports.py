@@ -7,9 +7,9 @@ Measured against a private Azurite:
   one request per row); rows/s, requests/row and this process's CPU seconds (the client's
   share of the wall time: on loopback the batched path is bound by the Tables SDK building
   and parsing the multipart body, not by storage). Parsing is done beforehand so only the
-  write strategy differs. With `--rtt-ms` the same comparison runs again for each delay,
-  added to every request (a model of the network round trip to a real storage account,
-  which a local emulator does not have).
+  write strategy differs. With `--rtt-ms` the same comparison runs again through a TCP
+  proxy (bench/latency_proxy.py) that adds that round trip at the socket (a model of the
+  network to a real storage account, which a local emulator does not have).
 - end to end: a whole `run_import` of one CSV (stream, parse, validate, write, move).
 - peak memory of `run_import` in a child process for each `--memory-rows` size: Python
   allocations (tracemalloc peak; tracing slows the child, so its rows/s are not the
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,7 +32,8 @@ from typing import Any
 
 from azure.data.tables import TableServiceClient, UpdateMode
 
-from devhost import services
+from bench._storage import azurite_storage
+from bench.latency_proxy import latency_proxy
 from devhost.request_counting import RequestCounter
 from devhost.scenarios import _import_samples as samples
 from shared.imports.member_table import FencedMemberWriter, Provenance, member_entity
@@ -47,8 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=5000, help="rows for the write comparison")
     parser.add_argument("--per-row-rows", type=int, default=2000,
                         help="rows written one request each (slow, so fewer)")  # fmt: skip
-    parser.add_argument("--rtt-ms", default="2,5",
-                        help="comma-separated ms added per request, compared too")  # fmt: skip
+    parser.add_argument("--rtt-ms", default="0,2,5",
+                        help="ms per round trip the TCP proxy adds, comma-separated")  # fmt: skip
     parser.add_argument("--memory-rows", default="10000,100000",
                         help="comma-separated file sizes for the peak-memory runs")  # fmt: skip
     parser.add_argument(
@@ -74,17 +76,15 @@ def _members(count: int, prefix: str) -> list[Member]:
     ]  # fmt: skip
 
 
-def _table(connection: str, name: str, counter: RequestCounter, rtt: float) -> Any:
-    """A table client that counts requests and, with `rtt`, waits that long before each one
-    (the Tables SDK takes no extra pipeline policies, but calls its request hook per request)."""
-
-    def hook(request: Any) -> None:
-        counter(request)
-        if rtt > 0:
-            time.sleep(rtt)
-
-    service = TableServiceClient.from_connection_string(connection, raw_request_hook=hook)
+def _table(connection: str, name: str, counter: RequestCounter) -> Any:
+    """A table client whose requests are counted."""
+    service = TableServiceClient.from_connection_string(connection, raw_request_hook=counter)
     return service.create_table_if_not_exists(name)
+
+
+def _through_proxy(connection: str, port: int) -> str:
+    """`connection` with its table endpoint moved to the latency proxy's port."""
+    return re.sub(r"(TableEndpoint=http://127\.0\.0\.1:)\d+", rf"\g<1>{port}", connection)
 
 
 def _timed(rows: int, counter: RequestCounter, write: Any) -> dict[str, Any]:
@@ -128,9 +128,19 @@ def _per_row(
     return _timed(len(members), counter, write)
 
 
-def _compare(connection: str, rows: int, per_row_rows: int, rtt: float, tag: str) -> dict:
+def _compare(connection: str, rows: int, per_row_rows: int, rtt: float | None, tag: str) -> dict:
+    """Batched vs per-row writes; `rtt` None: straight to Azurite, else through the proxy."""
+    if rtt is None:
+        return _compare_on(connection, rows, per_row_rows, 0.0, tag)
+    port = int(re.search(r"TableEndpoint=http://127\.0\.0\.1:(\d+)", connection).group(1))  # type: ignore[union-attr]
+    with latency_proxy("127.0.0.1", port, rtt) as proxy_port:
+        result = _compare_on(_through_proxy(connection, proxy_port), rows, per_row_rows, rtt, tag)
+    return {**result, "through_proxy": True}
+
+
+def _compare_on(connection: str, rows: int, per_row_rows: int, rtt: float, tag: str) -> dict:
     counter = RequestCounter()
-    table = _table(connection, f"Bench{tag}", counter, rtt)
+    table = _table(connection, f"Bench{tag}", counter)
     batched = _batched(table, f"batched{tag}", _members(rows, "B"), counter)
     per_row = _per_row(table, f"perrow{tag}", _members(per_row_rows, "P"), counter)
     fenced_per_row = _batched(table, f"fenced{tag}", _members(per_row_rows, "F"), counter,
@@ -234,21 +244,20 @@ def _memory_child(rows: int) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in str(args.memory_rows).split(",") if s.strip()]
-    with services.azurite() as azurite:
-        connection = azurite.connection_string
-        os.environ["AzureWebJobsStorage"] = connection
+    with azurite_storage() as connection:
         os.environ["IMPORTS_CONTAINER"] = "bench-imports"
         os.environ["MEMBERS_TABLE"] = "BenchMembers"
         os.environ["LEASE_CONTAINER"] = "bench-locks"
         result: dict[str, Any] = {
-            "local": _compare(connection, args.rows, args.per_row_rows, 0.0, "Local"),
+            "local": _compare(connection, args.rows, args.per_row_rows, None, "Local"),
         }
         delays = [float(ms) for ms in str(args.rtt_ms).split(",") if ms.strip()]
         result["with_rtt"] = [
             _compare(connection, args.rows, args.per_row_rows, ms / 1000, f"Rtt{i}")
             for i, ms in enumerate(delays)
         ]
-        result["end_to_end"] = _end_to_end(args.e2e_rows)
+        if args.e2e_rows:
+            result["end_to_end"] = _end_to_end(args.e2e_rows)
         memory = [_child(rows, connection) for rows in sizes]
     result["memory"] = memory
     if len(memory) >= 2:

@@ -11,6 +11,7 @@ Measures, steady state with no contention (containers and lock blobs exist):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -18,9 +19,11 @@ import uuid
 from typing import Any
 
 import azure.functions as func
+from azure.core.exceptions import ResourceExistsError
 from blobsingleton import BlobLease, once, singleton
 
-from devhost import services
+from bench import alternatives
+from bench._storage import azurite_storage
 from devhost.request_counting import request_counter
 from shared import storage
 
@@ -59,14 +62,40 @@ def _webjobs_singleton_sequence(key: str) -> None:
     lease.release()
 
 
+def _alternatives(iterations: int) -> dict[str, dict[str, Any]]:
+    """Requests per first run and per duplicate (the same key again, after it finished) of
+    each alternative, and whether the duplicate ran the work again."""
+    container = storage.blob_service().get_container_client("bench-alternatives")
+    with contextlib.suppress(ResourceExistsError):
+        container.create_container()
+    return {name: _alternative_cost(alternatives.make(name, container), iterations)
+            for name in alternatives.NAMES}  # fmt: skip
+
+
+def _alternative_cost(guard: alternatives.Alternative, iterations: int) -> dict[str, Any]:
+    runs = [0]
+
+    def work() -> None:
+        runs[0] += 1
+
+    guard.handle("warm", work)  # the container and other keys exist: steady state
+    first = _per_call(lambda i: guard.handle(f"{guard.name}-{i}", work), iterations)
+    runs[0] = 0
+    duplicate = _per_call(lambda i: guard.handle(f"{guard.name}-{i}", work), iterations)
+    return {"first_run": first, "duplicate": duplicate, "duplicate_runs_work_again": runs[0] > 0}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    with services.azurite() as azurite:
-        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+    with azurite_storage():
         os.environ["LEASE_CONTAINER"] = "bench-locks"
         os.environ["RUNONCE_CONTAINER"] = "bench-runonce"
 
         @singleton("bench-{account}")
         def guarded(msg: func.QueueMessage) -> None:
+            return None
+
+        @singleton("bench-polling-{account}", fair=False)
+        def guarded_polling(msg: func.QueueMessage) -> None:
             return None
 
         @once("bench-{event_id}")
@@ -76,6 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         n = args.iterations
         # Warm-up: create containers and lock blobs, so what follows is the steady state.
         guarded(_message("account", "A"))
+        guarded_polling(_message("account", "A"))
         deliver(_message("event_id", "warm"))
         BlobLease("bench-hold").acquire().release()
         storage.blob_service().get_container_client("bench-locks").get_blob_client(
@@ -84,10 +114,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "iterations": n,
             "singleton_invocation": _per_call(lambda i: guarded(_message("account", "A")), n),
+            "singleton_invocation_polling": _per_call(
+                lambda i: guarded_polling(_message("account", "A")), n
+            ),
             "once_first_run": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
             "once_duplicate": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
             "webjobs_function_singleton": _per_call(lambda i: _webjobs_singleton_sequence("k"), n),
         }
+        result["alternatives"] = _alternatives(n)
         request_counter.reset()
         with BlobLease("bench-hold"):
             time.sleep(args.hold_seconds)

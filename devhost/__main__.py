@@ -4,7 +4,7 @@ python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
                       [--app function_app] [--functions NAME...]
                       [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
 python -m devhost scenario notifications --instances 8 --events 1000 [--json]
-python -m devhost demo             (the notifications scenario on a private Azurite)
+python -m devhost demo             (the storm with and without @once, on a private Azurite)
 """
 
 from __future__ import annotations
@@ -16,11 +16,16 @@ import signal
 import sys
 import threading
 
-from devhost import scenarios
+from devhost import demo, scenarios
 from devhost.app_settings import parse_assignment
 from devhost.scenarios import _common as scenario_common
-from devhost.scenarios import notifications
-from devhost.supervisor import HostOptions, InstanceStartError, Supervisor
+from devhost.supervisor import (
+    ADMIN_KEY_SETTING,
+    FUNCTION_KEY_SETTING,
+    HostOptions,
+    InstanceStartError,
+    Supervisor,
+)
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
 
@@ -86,10 +91,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         instance_settings=_assignments(args.instance_setting),
         drain_timeout=args.drain_timeout,
         log_level=args.log_level,
+        restart=True,  # the host starts a new worker process when one dies, and logs it
     )
     supervisor = Supervisor(options)
     supervisor.start()
-    log.info("running; Ctrl-C to stop")
+    for i, info in sorted(supervisor.started_instances().items()):
+        functions = ", ".join(info.get("functions", {})) or "no functions"
+        port = f"HTTP on port {args.http_port + i}" if args.http_port is not None else "no HTTP"
+        print(f"instance {i}: {functions}; {port}", flush=True)
+    if args.http_port is not None and supervisor.generated_key:
+        print(f"function key (local, generated; set {FUNCTION_KEY_SETTING} to choose one): "
+              f"{supervisor.function_key}", flush=True)  # fmt: skip
+    if args.http_port is not None and supervisor.generated_admin_key:
+        print(f"admin key (local, generated; set {ADMIN_KEY_SETTING} to choose one): "
+              f"{supervisor.admin_key}", flush=True)  # fmt: skip
+    print(f"running; log level {args.log_level} (--log-level INFO shows each invocation); "
+          "Ctrl-C to stop", flush=True)  # fmt: skip
     code = 1
     try:
         code = _wait_for_signal(supervisor)
@@ -116,7 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--app", default="function_app", help="app module (default function_app)")
     common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
-    common.add_argument("--log-level", default=os.environ.get("DEVHOST_LOG_LEVEL", "INFO"))
+    common.add_argument(
+        "--log-level",
+        default=os.environ.get("DEVHOST_LOG_LEVEL"),
+        help="default: WARNING for run (one line per instance, then problems only), else INFO",
+    )
 
     parser = argparse.ArgumentParser(
         prog="python -m devhost",
@@ -174,17 +195,24 @@ def build_parser() -> argparse.ArgumentParser:
         scenario_common.add_run_arguments(sub)
         sub.set_defaults(handler=cmd_scenario, scenario_main=module.main)
 
-    demo = commands.add_parser(
-        "demo", parents=[common], help="Azurite + the notifications scenario, then stop everything"
+    demo_parser = commands.add_parser(
+        "demo", parents=[common], help="the storm guarded and unguarded, on a private Azurite"
     )
-    notifications.add_arguments(demo)
-    scenario_common.add_run_arguments(demo)
-    demo.set_defaults(handler=cmd_scenario, scenario_main=notifications.main, azurite=True)
+    demo.add_arguments(demo_parser)
+    demo_parser.set_defaults(handler=cmd_demo)
     return parser
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.verbose:  # the progress panel and the summary own the terminal; the log file
+        logging.getLogger().setLevel(logging.ERROR)  # has the rest
+    return demo.main(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.log_level is None:
+        args.log_level = "WARNING" if args.command == "run" else "INFO"
     configure_logging("host", args.log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

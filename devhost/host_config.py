@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ class HostConfig:
     queues: QueueOptions = QueueOptions()
     route_prefix: str = "api"
     function_timeout: float | None = None
+    log_levels: dict[str, str] = field(default_factory=dict)  # logging.logLevel, as written
 
 
 def _overrides(settings: Mapping[str, str]) -> dict[str, Any]:
@@ -141,7 +142,10 @@ def load_host_config(
     extensions = _lower_keys(data.get("extensions"))
     http = _lower_keys(extensions.get("http"))
     timeout = data.get("functiontimeout")
+    logging_section = data.get("logging")
+    log_levels = logging_section.get("loglevel") if isinstance(logging_section, dict) else None
     return HostConfig(
+        log_levels={str(k): str(v) for k, v in (log_levels or {}).items()},
         queues=queue_options(extensions.get("queues") or {}),
         route_prefix=str(http.get("routeprefix", "api")).strip("/"),
         function_timeout=parse_timespan(timeout) if timeout else None,

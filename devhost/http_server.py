@@ -1,7 +1,8 @@
 """HTTP triggers served like `func start`: http://127.0.0.1:{port}/api/{route}.
 
-Route templates take `{param}`, `{param:constraint}`, `{param?}` and `{*rest}`; function and
-admin auth levels need the key in `?code=` or `x-functions-key`.
+Route templates take `{param}`, `{param:constraint}`, `{param?}` and `{*rest}`. Keys come in
+`?code=` or `x-functions-key`, checked as the host checks them: authLevel function takes the
+function key or the admin (master) key, authLevel admin only the admin key.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import azure.functions as func
+from azure.functions import meta
 
 from devhost.indexing import HttpTrigger, IndexedFunction
 from devhost.invocation import invoke
@@ -77,21 +79,17 @@ def _default_params(template: str) -> dict[str, str]:
 
 
 def to_response(result: Any) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body from what the function returned."""
-    if isinstance(result, func.HttpResponse):
-        headers = dict(result.headers.items())
-        if not any(k.lower() == "content-type" for k in headers):
-            mimetype = result.mimetype or "text/plain"
-            charset = f"; charset={result.charset}" if result.charset else ""
-            headers["Content-Type"] = f"{mimetype}{charset}"
-        return result.status_code, headers, result.get_body() or b""
-    if result is None:
-        return 204, {}, b""
-    if isinstance(result, bytes):
-        return 200, {"Content-Type": "application/octet-stream"}, result
-    if isinstance(result, str):
-        return 200, {"Content-Type": "text/plain; charset=utf-8"}, result.encode()
-    raise TypeError(f"unsupported HTTP function return type {type(result).__name__}")
+    """Status, headers and body from the `$return` datum the worker encoded (`http` or `string`)."""
+    if isinstance(result, meta.Datum) and result.type == "http":
+        value = result.value
+        headers = {str(n): str(d.value) for n, d in value["headers"].items()}
+        body = value["body"].value if value.get("body") is not None else b""
+        if isinstance(body, str):
+            body = body.encode()
+        return int(value["status_code"].value), headers, body or b""
+    if isinstance(result, meta.Datum) and result.type == "string":
+        return 200, {"Content-Type": "text/plain; charset=utf-8"}, str(result.value).encode()
+    raise TypeError(f"unsupported HTTP function result {result!r}")
 
 
 class HttpHost:
@@ -104,6 +102,8 @@ class HttpHost:
         function_key: str,
         stats: WorkerStats,
         route_prefix: str = "api",
+        *,
+        admin_key: str = "",
     ) -> None:
         self.routes = [
             Route(f, f.trigger, compile_route(f.trigger.route))
@@ -113,6 +113,7 @@ class HttpHost:
         self.port = port
         self.prefix = f"/{route_prefix.strip('/')}" if route_prefix.strip("/") else ""
         self._key = function_key
+        self._admin_key = admin_key
         self._stats = stats
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
@@ -138,8 +139,13 @@ class HttpHost:
     def authorized(self, trigger: HttpTrigger, query: dict[str, str], headers: Any) -> bool:
         if trigger.auth_level == "anonymous":
             return True
-        given = query.get("code") or headers.get("x-functions-key") or ""
-        return bool(given) and hmac.compare_digest(given.encode(), self._key.encode())
+        given = (query.get("code") or headers.get("x-functions-key") or "").encode()
+        accepted = (
+            [self._admin_key] if trigger.auth_level == "admin" else [self._key, self._admin_key]
+        )
+        # compare with every accepted key (no short cut), so timing tells nothing
+        matches = [hmac.compare_digest(given, k.encode()) for k in accepted if k]
+        return bool(given) and any(matches)
 
     def match(self, path: str) -> list[tuple[Route, dict[str, str]]]:
         if self.prefix:
@@ -170,13 +176,13 @@ class HttpHost:
             return _reply(handler, 405, {"error": f"method {method} not allowed"})
         route, params = allowed[0]
         if not self.authorized(route.trigger, query, handler.headers):
+            level = route.trigger.auth_level
             log.info(
-                "%s: 401 %s %s (missing or wrong function key)",
-                route.function.name,
-                method,
-                split.path,
-            )
-            return _reply(handler, 401, {"error": "a function key is required"})
+                "%s: 401 %s %s (missing or wrong %s key)", route.function.name, method, split.path,
+                level,
+            )  # fmt: skip
+            needed = "the admin (master) key" if level == "admin" else "a function key"
+            return _reply(handler, 401, {"error": f"{needed} is required"})
         request = func.HttpRequest(
             method,
             f"http://127.0.0.1:{self.port}{handler.path}",

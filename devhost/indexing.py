@@ -17,6 +17,8 @@ from typing import Any
 import azure.functions as func
 from blobsingleton.settings import resolve_placeholders
 
+from devhost.invocation import FunctionContract, FunctionLoadError, register
+
 
 class IndexingError(RuntimeError):
     """The app module could not be imported or indexed."""
@@ -65,6 +67,7 @@ class IndexedFunction:
     arg_name: str
     user_function: Callable[..., Any]
     other_bindings: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    contract: FunctionContract | None = None  # what the worker records when it loads it
 
 
 def _bool(value: Any, default: bool) -> bool:
@@ -135,13 +138,20 @@ def index_app(app: func.FunctionRegister) -> list[IndexedFunction]:
             b for b in bindings if b is not trigger_binding and b.get("name") != "$return"
         )
         name = function.get_function_name()
+        user_function = function.get_user_function()
+        try:
+            contract = FunctionContract.of(name, user_function, bindings)
+        except FunctionLoadError as error:
+            raise IndexingError(str(error)) from error
+        register(contract)
         indexed.append(
             IndexedFunction(
                 name=name,
                 trigger=describe_trigger(name, trigger_binding),
                 arg_name=str(trigger_binding["name"]),
-                user_function=function.get_user_function(),
+                user_function=user_function,
                 other_bindings=others,
+                contract=contract,
             )
         )
     return indexed

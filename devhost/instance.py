@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from blobsingleton.schedules import InvalidSchedule
 from blobsingleton.settings import SettingMissing, setting
 
 from devhost.host_config import HostConfig, load_host_config
@@ -21,7 +22,6 @@ from devhost.indexing import (
     UnsupportedTrigger,
     load_functions,
 )
-from devhost.ncrontab import ScheduleError
 from devhost.queue_listener import QueueListener
 from devhost.request_counting import RequestCounter, request_counter
 from devhost.stats import WorkerStats
@@ -95,7 +95,7 @@ class Instance:
                         function.name,
                         kinds,
                     )
-            except (SettingMissing, ScheduleError, ValueError) as error:
+            except (SettingMissing, InvalidSchedule, ValueError) as error:
                 self.errors[function.name] = str(error)
                 log.error("%s: function is in error and will not run: %s", function.name, error)
         http_functions = [f for f in self.functions if isinstance(f.trigger, HttpTrigger)]
@@ -106,6 +106,7 @@ class Instance:
                 self.config.function_key,
                 self.stats,
                 self.host.route_prefix,
+                admin_key=self.config.admin_key,
             )
             self.http.start()
         for listener in self.listeners:

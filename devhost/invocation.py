@@ -1,40 +1,219 @@
-"""Call a user function the way the Python worker does: sync or async, optional `context`."""
+"""Invoke user functions the way Microsoft's Python worker does, so what fails there fails here.
+
+Facts taken from the worker's source (Azure/azure-functions-python-worker, `dispatcher.py`,
+`functions.py`, `bindings/`), not its code:
+- sync functions run in one ThreadPoolExecutor per worker process, sized by
+  PYTHON_THREADPOOL_THREAD_COUNT (unset or invalid: Python's own default on 3.9+);
+  async functions run on the worker's one long-lived event loop;
+- the invocation id is tied to the running task (a task attribute inherited by tasks it
+  creates) and to a thread-local set in the executor thread for the call; a record logged from
+  any other thread (`asyncio.to_thread`, a thread the function starts) carries none, unless the
+  code sets `context.thread_local_storage.invocation_id` itself;
+- after the call, a function without a `$return` binding that returned anything but None fails
+  with the worker's RuntimeError; with a `$return` binding the value is encoded by the binding's
+  converter (`http`: HttpResponse or str, anything else is a TypeError);
+- `context` is passed when the signature has a `context` parameter; its function_directory is
+  the folder of the file that defines the registered callable (`inspect.getfile`, which does
+  not follow `__wrapped__`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
+import logging
+import os
 import threading
+import typing
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from azure.functions import _abc
+import azure.functions as func
+from azure.functions import _abc, meta
+
+log = logging.getLogger("devhost.invocation")
+
+THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
+
+
+def return_rule_message(function_name: str) -> str:
+    """The worker's message, verbatim (its two string literals are joined without a space)."""
+    return f"function {function_name!r} without a $return bindingreturned a non-None value"
+
+
+class FunctionLoadError(RuntimeError):
+    """What the worker raises when it cannot load a function (the host marks it in error)."""
+
+    def __init__(self, function_name: str, message: str) -> None:
+        super().__init__(f"cannot load the {function_name} function: {message}")
+
+
+@dataclass(frozen=True)
+class FunctionContract:
+    """What the worker records about a function when it loads it."""
+
+    name: str
+    directory: str
+    has_return: bool
+    return_binding: str | None  # the $return binding's type, e.g. "http"
+    requires_context: bool
+    is_async: bool
+
+    @classmethod
+    def of(
+        cls, name: str, fn: Callable[..., Any], bindings: list[dict[str, Any]]
+    ) -> FunctionContract:
+        returns = [b for b in bindings if b.get("name") == "$return"]
+        return_binding = str(returns[0].get("type")) if returns else None
+        params = inspect.signature(fn).parameters  # follows __wrapped__, like the worker
+        bound = {str(b.get("name")) for b in bindings}
+        if return_binding is not None:
+            _check_return_annotation(name, fn, return_binding)
+        return cls(
+            name=name,
+            directory=str(Path(inspect.getfile(fn)).parent),  # does not follow __wrapped__
+            has_return=return_binding is not None,
+            return_binding=return_binding,
+            requires_context="context" in params and "context" not in bound,
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+
+
+def _check_return_annotation(name: str, fn: Callable[..., Any], binding: str) -> None:
+    """The worker refuses at load a return annotation its binding cannot encode."""
+    try:
+        annotation = typing.get_type_hints(fn).get("return")
+    except Exception as error:
+        raise FunctionLoadError(name, f"cannot resolve its annotations: {error!r}") from error
+    if annotation is None or binding == "generic":
+        return
+    if not isinstance(annotation, type):
+        raise FunctionLoadError(name, f"has invalid non-type return annotation {annotation!r}")
+    converter = func.get_binding_registry().get(binding)
+    if converter is not None and not converter.check_output_type_annotation(annotation):
+        raise FunctionLoadError(
+            name,
+            f'Python return annotation "{annotation.__name__}" does not match binding type '
+            f'"{binding}"',
+        )
+
+
+# --- the invocation id, as the worker tracks it ------------------------------------------
+
+_invocation_local = (
+    threading.local()
+)  # the worker's one thread-local (context.thread_local_storage)
+_TASK_ATTRIBUTE = "__devhost_invocation_id__"
+
+
+class ContextEnabledTask(asyncio.Task):  # type: ignore[type-arg]
+    """A task that inherits the invocation id of the task that created it."""
+
+    def __init__(self, coro: Any, loop: asyncio.AbstractEventLoop, context: Any = None) -> None:
+        super().__init__(coro, loop=loop, context=context)
+        parent = asyncio.current_task(loop)
+        invocation_id = getattr(parent, _TASK_ATTRIBUTE, None) if parent else None
+        if invocation_id is not None:
+            setattr(self, _TASK_ATTRIBUTE, invocation_id)
+
+
+def current_invocation_id() -> str | None:
+    """The id the worker would attach to a record logged here: the task's, else the thread's."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is not None:
+        invocation_id = getattr(task, _TASK_ATTRIBUTE, None)
+        if invocation_id is not None:
+            return str(invocation_id)
+    value = getattr(_invocation_local, "invocation_id", None)
+    return str(value) if value else None
+
+
+_function_names: dict[str, str] = {}  # invocation id -> function name, while it runs
+
+
+def current_function_name() -> str | None:
+    """The function whose invocation the record being logged here belongs to, if known."""
+    invocation_id = current_invocation_id()
+    return _function_names.get(invocation_id) if invocation_id else None
+
+
+class InvocationIdFilter(logging.Filter):
+    """Puts `invocation_id` ("" when the worker could not tie the record) on every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.invocation_id = current_invocation_id() or ""
+        return True
+
+
+# --- context ------------------------------------------------------------------------------
 
 
 class _TraceContext(_abc.TraceContext):
+    def __init__(self, trace_parent: str, trace_state: str, attributes: dict[str, str]) -> None:
+        self._trace_parent = trace_parent
+        self._trace_state = trace_state
+        self._attributes = attributes
+
     @property
     def trace_state(self) -> str:
-        return ""
+        return self._trace_state
 
     @property
     def trace_parent(self) -> str:
-        return ""
+        return self._trace_parent
 
     @property
     def attributes(self) -> dict[str, str]:
-        return {}
+        return self._attributes
+
+
+class _RetryContext(_abc.RetryContext):
+    def __init__(self, retry_count: int, max_retry_count: int) -> None:
+        self._retry_count = retry_count
+        self._max_retry_count = max_retry_count
+
+    @property
+    def retry_count(self) -> int:
+        return self._retry_count
+
+    @property
+    def max_retry_count(self) -> int:
+        return self._max_retry_count
+
+    @property
+    def exception(self) -> Any:
+        return None
+
+
+def _trace_parent() -> str:
+    """A W3C traceparent, as the host sends one per invocation."""
+    return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"
 
 
 class InvocationContext(_abc.Context):
-    """The `context` argument: invocation id and function name, no tracing."""
+    """The `context` argument, built as the worker builds it from the invocation request."""
 
-    _local = threading.local()
-
-    def __init__(self, function_name: str, function_directory: str) -> None:
-        self._invocation_id = str(uuid.uuid4())
+    def __init__(
+        self,
+        function_name: str,
+        function_directory: str,
+        invocation_id: str | None = None,
+        *,
+        retry_count: int = 0,
+        max_retry_count: int = 0,
+    ) -> None:
+        self._invocation_id = invocation_id or str(uuid.uuid4())
         self._function_name = function_name
         self._function_directory = function_directory
+        self._trace = _TraceContext(_trace_parent(), "", {})
+        self._retry = _RetryContext(retry_count, max_retry_count)
 
     @property
     def invocation_id(self) -> str:
@@ -42,7 +221,7 @@ class InvocationContext(_abc.Context):
 
     @property
     def thread_local_storage(self) -> Any:
-        return self._local
+        return _invocation_local
 
     @property
     def function_name(self) -> str:
@@ -54,18 +233,150 @@ class InvocationContext(_abc.Context):
 
     @property
     def trace_context(self) -> _abc.TraceContext:
-        return _TraceContext()
+        return self._trace
 
     @property
-    def retry_context(self) -> Any:
+    def retry_context(self) -> _abc.RetryContext:
+        return self._retry
+
+
+# --- the worker process's runtime: one thread pool, one event loop ------------------------
+
+
+def thread_pool_size(environ: Any = os.environ) -> int | None:
+    """PYTHON_THREADPOOL_THREAD_COUNT, or None (Python's default) when unset or invalid."""
+    raw = environ.get(THREADPOOL_SETTING)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        log.warning("%s must be an integer: using the default", THREADPOOL_SETTING)
+        return None
+    if value < 1:
+        log.warning("%s must be at least 1: using the default", THREADPOOL_SETTING)
+        return None
+    return value
+
+
+@dataclass
+class WorkerRuntime:
+    """The executor and the event loop one worker process keeps for its whole life."""
+
+    max_workers: int | None = None
+    pool: concurrent.futures.ThreadPoolExecutor = field(init=False)
+    loop: asyncio.AbstractEventLoop = field(init=False)
+    _thread: threading.Thread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.max_workers, thread_name_prefix="worker-sync"
+        )
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_task_factory(
+            lambda loop, coro, context=None: ContextEnabledTask(coro, loop=loop, context=context)
+        )
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="worker-loop", daemon=True
+        )
+        self._thread.start()
+
+    def call(
+        self,
+        contract: FunctionContract,
+        fn: Callable[..., Any],
+        arguments: dict[str, Any],
+        *,
+        retry_count: int = 0,
+        max_retry_count: int = 0,
+    ) -> Any:
+        """Run one invocation to completion (from any host thread); its errors propagate."""
+        invocation = self._invocation(contract, fn, arguments, retry_count, max_retry_count)
+        return asyncio.run_coroutine_threadsafe(invocation, self.loop).result()
+
+    async def _invocation(
+        self,
+        contract: FunctionContract,
+        fn: Callable[..., Any],
+        arguments: dict[str, Any],
+        retry_count: int,
+        max_retry_count: int,
+    ) -> Any:
+        context = InvocationContext(
+            contract.name,
+            contract.directory,
+            retry_count=retry_count,
+            max_retry_count=max_retry_count,
+        )
+        task = asyncio.current_task()
+        setattr(task, _TASK_ATTRIBUTE, context.invocation_id)
+        _function_names[context.invocation_id] = contract.name
+        args = dict(arguments)
+        if contract.requires_context:
+            args["context"] = context
+        try:
+            if contract.is_async:
+                result = await fn(**args)
+            else:
+                result = await self.loop.run_in_executor(
+                    self.pool, _run_sync, context.invocation_id, fn, args
+                )
+        finally:
+            _function_names.pop(context.invocation_id, None)
+        if result is not None and not contract.has_return:
+            raise RuntimeError(return_rule_message(contract.name))
+        if contract.return_binding is not None:
+            return encode_return(contract.return_binding, result)
         return None
 
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on the worker's loop (tests use it to see the loop is one)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-def _wants_context(fn: Callable[..., Any]) -> bool:
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def _run_sync(invocation_id: str, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    _invocation_local.invocation_id = invocation_id
     try:
-        return "context" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+        return fn(**args)
+    finally:
+        _invocation_local.invocation_id = None
+
+
+def encode_return(binding: str, value: Any) -> meta.Datum:
+    """The return value through its binding's converter, with the worker's error when it can't."""
+    converter = func.get_binding_registry().get(binding)
+    if converter is None:
+        return meta.Datum(type="json", value=value)
+    try:
+        return converter.encode(value, expected_type=None)
+    except NotImplementedError:
+        raise TypeError(
+            f'unable to encode outgoing TypedData: unsupported type "{converter}" for '
+            f'Python type "{type(value).__name__}"'
+        ) from None
+
+
+_runtime: WorkerRuntime | None = None
+_runtime_lock = threading.Lock()
+_contracts: dict[str, FunctionContract] = {}
+
+
+def runtime() -> WorkerRuntime:
+    """This process's runtime, created on first use with the app's thread-pool setting."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = WorkerRuntime(thread_pool_size())
+        return _runtime
+
+
+def register(contract: FunctionContract) -> None:
+    """Remember a loaded function's contract (indexing does this for every function)."""
+    _contracts[contract.name] = contract
 
 
 def invoke(
@@ -73,16 +384,11 @@ def invoke(
     kwargs: dict[str, Any],
     *,
     function_name: str,
-    function_directory: str = ".",
+    retry_count: int = 0,
+    max_retry_count: int = 0,
 ) -> Any:
-    """Run the user function to completion in the calling thread; exceptions propagate."""
-    if _wants_context(fn) and "context" not in kwargs:
-        kwargs = {**kwargs, "context": InvocationContext(function_name, function_directory)}
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
-    return result
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+    """Invoke an indexed function as the worker does; returns the encoded `$return` (or None)."""
+    contract = _contracts.get(function_name) or FunctionContract.of(function_name, fn, [])
+    return runtime().call(
+        contract, fn, kwargs, retry_count=retry_count, max_retry_count=max_retry_count
+    )

@@ -86,6 +86,14 @@ class Azurite:
     blob_port: int
     queue_port: int
     table_port: int
+    #: Serving HTTPS with this certificate (PEM), and requiring bearer tokens (`--oauth basic`).
+    certificate: Path | None = None
+
+    def service_url(self, service: str) -> str:
+        """The account URL of "blob", "queue" or "table", as identity-based settings give it."""
+        scheme = "https" if self.certificate else "http"
+        port = {"blob": self.blob_port, "queue": self.queue_port, "table": self.table_port}
+        return f"{scheme}://127.0.0.1:{port[service]}/{AZURITE_ACCOUNT}"
 
     @property
     def connection_string(self) -> str:
@@ -95,11 +103,19 @@ class Azurite:
 
 
 @contextlib.contextmanager
-def azurite(data_dir: str | None = None) -> Iterator[Azurite]:
-    """Run Azurite on free ports until the block ends; its data lives in a temporary folder."""
+def azurite(
+    data_dir: str | None = None, *, oauth_tls: tuple[Path, Path] | None = None
+) -> Iterator[Azurite]:
+    """Run Azurite on free ports until the block ends; its data lives in a temporary folder.
+
+    `oauth_tls=(certificate, key)`: serve HTTPS and accept only bearer tokens (`--oauth
+    basic`: issuer, audience and lifetime are checked, not the signature), as an account with
+    shared-key access disabled would.
+    """
     own_dir = data_dir is None
     location = data_dir or tempfile.mkdtemp(prefix="azurite-")
-    ports = Azurite(free_port(), free_port(), free_port())
+    certificate = oauth_tls[0] if oauth_tls else None
+    ports = Azurite(free_port(), free_port(), free_port(), certificate)
     log = Path(location) / "azurite.log"
     args = [
         _binary("azurite"),
@@ -112,6 +128,8 @@ def azurite(data_dir: str | None = None) -> Iterator[Azurite]:
         "--queueHost", "127.0.0.1", "--queuePort", str(ports.queue_port),
         "--tableHost", "127.0.0.1", "--tablePort", str(ports.table_port),
     ]  # fmt: skip
+    if oauth_tls:
+        args += ["--oauth", "basic", "--cert", str(oauth_tls[0]), "--key", str(oauth_tls[1])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=location)
     try:

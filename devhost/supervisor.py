@@ -20,6 +20,8 @@ from devhost.app_settings import AppSettings, instance_settings, load_app_settin
 log = logging.getLogger("devhost.supervisor")
 
 FUNCTION_KEY_SETTING = "DEVHOST_FUNCTION_KEY"
+#: The host's master key: the only key accepted by authLevel admin functions.
+ADMIN_KEY_SETTING = "DEVHOST_ADMIN_KEY"
 
 
 class InstanceStartError(RuntimeError):
@@ -44,6 +46,9 @@ class HostOptions:
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"
+    #: The instances' log goes to this file instead of stderr (a progress display owns the
+    #: terminal); None: stderr, as `devhost run` and `--verbose` do.
+    log_file: str | None = None
     #: Respawn an instance that dies without being told to stop, as the platform replaces a
     #: crashed worker (scenarios that kill instances on purpose need it).
     restart: bool = False
@@ -111,6 +116,10 @@ class Supervisor:
         self.generated_key = not key
         self.function_key = key or secrets.token_urlsafe(24)
         base[FUNCTION_KEY_SETTING] = self.function_key
+        admin_key = base.get(ADMIN_KEY_SETTING)
+        self.generated_admin_key = not admin_key
+        self.admin_key = admin_key or secrets.token_urlsafe(24)
+        base[ADMIN_KEY_SETTING] = self.admin_key
         self._base_settings = base
         self._ctx = mp.get_context("spawn")
         self._reports: Any = self._ctx.Queue()
@@ -126,6 +135,7 @@ class Supervisor:
         self._restarts: Counter[int] = Counter()
         self._retired: list[dict[str, Any]] = []  # last reports of instances that died
         self._watchdog = threading.Thread(target=self._respawn_dead, name="watchdog", daemon=True)
+        self._told_to_stop: set[int] = set()  # instances stopped on purpose: never respawned
 
     # settings
 
@@ -157,9 +167,11 @@ class Supervisor:
                 http_port=self.options.http_port,
                 functions=tuple(self.options.functions) if self.options.functions else None,
                 function_key=self.function_key,
+                admin_key=self.admin_key,
                 drain_timeout=self.options.drain_timeout,
                 stats_interval=self.options.stats_interval,
                 log_level=self.options.log_level,
+                log_file=self.options.log_file,
             )
             self._spawn(i)
         try:
@@ -182,7 +194,7 @@ class Supervisor:
         """Restart instances that died while running; their last stats are kept."""
         while not self._stopped:
             for i, process in list(self._processes.items()):
-                if process.is_alive() or self._stopped:
+                if process.is_alive() or self._stopped or i in self._told_to_stop:
                     continue
                 with self._lock:
                     last = self._latest.pop(i, None)
@@ -223,6 +235,11 @@ class Supervisor:
                 )
             time.sleep(0.05)
 
+    def started_instances(self) -> dict[int, dict[str, Any]]:
+        """What each instance reported when it became ready: its functions and their errors."""
+        with self._lock:
+            return {i: dict(info) for i, info in self._ready.items()}
+
     def _announce(self) -> None:
         with self._lock:
             ready = dict(self._ready)
@@ -240,10 +257,32 @@ class Supervisor:
         serving_http = self.options.http_port is not None and "HttpTrigger" in kinds.values()
         if serving_http and self.generated_key:
             log.info(
-                "function key for authLevel function/admin (set %s to choose one): %s",
+                "function key for authLevel function (set %s to choose one): %s",
                 FUNCTION_KEY_SETTING,
                 self.function_key,
             )
+        if serving_http and self.generated_admin_key:
+            log.info(
+                "admin (master) key for authLevel admin and function (set %s to choose one): %s",
+                ADMIN_KEY_SETTING,
+                self.admin_key,
+            )
+
+    def stop_instance(self, i: int, timeout: float | None = None) -> int | None:
+        """Stop one instance the way the host stops a worker (drain, then kill); its exit code.
+
+        The instance gets devhost's SIGTERM (a request to drain, never seen by the app's own
+        handlers), finishes its in-flight invocations and SIGKILLs itself; after `timeout` it
+        is killed from here, as the host disposes a worker that outlives its drain."""
+        process = self._processes[i]
+        self._told_to_stop.add(i)
+        timeout = self.options.drain_timeout + 15 if timeout is None else timeout
+        process.terminate()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+        return int(process.exitcode) if process.exitcode is not None else None
 
     def stop(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """SIGTERM every worker, wait for them to drain and report; kill stragglers."""

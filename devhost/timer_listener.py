@@ -22,11 +22,11 @@ from typing import Any
 import blobsingleton
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
+from blobsingleton.schedules import Schedule, parse_schedule
 from blobsingleton.settings import setting
 
 from devhost.indexing import IndexedFunction, TimerTrigger
 from devhost.invocation import invoke
-from devhost.ncrontab import Schedule, parse_schedule
 from devhost.request_counting import RequestCounter
 from devhost.stats import WorkerStats
 
@@ -111,7 +111,7 @@ class TimerListener:
             raise ValueError(f"timer mode must be one of {TIMER_MODES}: {mode!r}")
         self.function = function
         self.trigger: TimerTrigger = function.trigger
-        self.schedule: Schedule = parse_schedule(self.trigger.resolved_schedule())
+        self.schedule: Schedule = parse_schedule(self.trigger.schedule, function.name)
         self.mode = mode
         self.stats = stats
         self.monitor = (

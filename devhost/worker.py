@@ -2,9 +2,14 @@
 
 Settings become os.environ before the app module is imported, exactly like the host sets app
 settings as environment variables before the Python worker loads function_app.py.
-On SIGTERM/SIGINT the worker stops fetching, lets in-flight invocations finish (bounded),
-then chains to the signal handler that was installed before its own (e.g. one that releases
-leases), reports its final stats to the supervisor and exits.
+
+Stopping follows the Functions host, which stops a Python worker by draining (listeners
+stopped, in-flight invocations finish, bounded) and then disposing the worker process with
+Process.Kill: the Python worker does not advertise HandlesWorkerTerminateMessage, so no
+WorkerTerminate is sent and no signal reaches the app's handlers. Here SIGTERM/SIGINT from the
+supervisor is only devhost's request to shut down (it replaces whatever the app installed);
+after the drain the process SIGKILLs itself, so neither the app's signal handlers nor atexit
+run, as on Azure.
 """
 
 from __future__ import annotations
@@ -37,27 +42,60 @@ class WorkerConfig:
     http_port: int | None = 7071  # base port; instance i listens on http_port + i
     functions: tuple[str, ...] | None = None  # run only these (like `func start --functions`)
     function_key: str = ""
+    admin_key: str = ""
     drain_timeout: float = 30.0
     stats_interval: float = 0.5
     log_level: str = "INFO"
+    log_file: str | None = None  # append the log here instead of stderr
 
 
-def configure_logging(prefix: str, level: str = "INFO") -> None:
-    """One line per event on stderr, prefixed with the instance number."""
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(
+    prefix: str,
+    level: str = "INFO",
+    log_levels: dict[str, str] | None = None,
+    log_file: str | None = None,
+) -> None:
+    """One line per record on stderr (or appended to `log_file`), prefixed with the instance
+    number and the invocation id the worker would attach to it (empty when it could not).
+
+    The root logger is set to INFO, as the worker sets it: whatever the app leaves at INFO
+    (azure-core's HTTP logging policy included) reaches the host. Records then pass the
+    host.json `logging.logLevel` rules (`log_levels`) and devhost's own `level`.
+    """
+    from devhost.invocation import InvocationIdFilter
+    from devhost.log_levels import HostLogLevelFilter
+
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(
         logging.Formatter(
-            f"[{prefix}] %(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
+            f"[{prefix}] %(asctime)s.%(msecs)03d %(levelname)s [%(invocation_id)s] "
+            "%(name)s: %(message)s",
             datefmt="%H:%M:%S",
         )
     )
+    handler.addFilter(InvocationIdFilter())
+    handler.addFilter(_host_side_sdk_records)
+    handler.addFilter(HostLogLevelFilter(log_levels or {}))
+    handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
-    for noisy in ("azure", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # "Connection pool is full" under concurrency: the SDK's pool of 10 per client; not actionable.
+    root.setLevel(logging.INFO)  # the worker's setting (DEBUG with PYTHON_ENABLE_DEBUG_LOGGING)
+    if os.environ.get("PYTHON_ENABLE_DEBUG_LOGGING", "").lower() in ("1", "true"):
+        root.setLevel(logging.DEBUG)
+    # devhost's own plumbing, not the app's: "Connection pool is full" is not actionable.
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+
+
+def _host_side_sdk_records(record: logging.LogRecord) -> bool:
+    """Drops the storage SDK's INFO records that no invocation made: devhost's own listeners
+    make them, and on Azure those requests are the .NET host's, not the worker's."""
+    untied = not getattr(record, "invocation_id", "")
+    return not (untied and record.name.startswith("azure.") and record.levelno < logging.WARNING)
 
 
 def apply_settings(settings: dict[str, str | None]) -> None:
@@ -69,18 +107,14 @@ def apply_settings(settings: dict[str, str | None]) -> None:
 
 
 class _Shutdown:
-    """Turns SIGTERM/SIGINT into a stop event and remembers the handlers it replaced."""
+    """Turns the supervisor's SIGTERM/SIGINT into a stop event (never chained to the app's)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum: int | None = None
-        self.previous: dict[int, Any] = {}
 
     def install(self) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
-            previous = signal.getsignal(signum)
-            if previous is not self._handle:
-                self.previous[signum] = previous
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -88,26 +122,12 @@ class _Shutdown:
             self.signum = signum
         self.event.set()
 
-    def chain(self) -> None:
-        """Run the handler installed before ours (lease release), after in-flight work ended."""
-        if self.signum is None:
-            return
-        previous = self.previous.get(self.signum)
-        if callable(previous) and previous is not signal.default_int_handler:
-            with contextlib.suppress(SystemExit, KeyboardInterrupt):
-                previous(self.signum, None)
 
-
-def _install_lease_shutdown(log: logging.Logger) -> None:
-    """Let the lease library release its leases on SIGTERM too; it is optional for the host."""
-    try:
-        import blobsingleton
-    except ImportError:
-        return
-    try:
-        blobsingleton.install_signal_handlers()
-    except Exception as error:
-        log.warning("blobsingleton.install_signal_handlers failed: %r", error)
+def dispose_process() -> None:
+    """The host's Process.Kill: no signal handler, no atexit, no finally blocks run."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(config: WorkerConfig, reports: Any) -> None:
@@ -117,7 +137,8 @@ def main(config: WorkerConfig, reports: Any) -> None:
     apply_settings(config.settings)
     request_counting.install()  # the host counts the app's storage requests, the app does not
     os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
-    configure_logging(str(config.instance), config.log_level)
+    log_levels = _host_log_levels(config)
+    configure_logging(str(config.instance), config.log_level, log_levels, config.log_file)
     log = logging.getLogger("devhost.worker")
     parent = os.getppid()
 
@@ -131,8 +152,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
         reports.put({"kind": "error", "instance": config.instance, "error": str(error)})
         _flush(reports)
         sys.exit(EXIT_INDEXING_FAILED)
-    _install_lease_shutdown(log)
-    shutdown.install()  # on top of anything the app or the lease library installed
+    shutdown.install()  # on top of anything the app installed: the host never signals it
     try:
         instance.start()
     except Exception as error:  # e.g. the HTTP port is taken
@@ -163,10 +183,18 @@ def main(config: WorkerConfig, reports: Any) -> None:
         "" if drained else " (some invocations did not finish)",
     )
     reports.put(instance.report(final=True))
-    _flush(reports)  # before chaining: a chained handler may end the process
-    shutdown.chain()
-    if not drained:
-        os._exit(0)  # stuck invocation threads must not keep the process alive
+    _flush(reports)
+    dispose_process()
+
+
+def _host_log_levels(config: WorkerConfig) -> dict[str, str]:
+    """host.json `logging.logLevel`, or none when host.json cannot be read (reported later)."""
+    from devhost.host_config import HostConfigError, load_host_config
+
+    try:
+        return load_host_config(config.app_dir, os.environ).log_levels
+    except HostConfigError:
+        return {}
 
 
 def _flush(reports: Any) -> None:

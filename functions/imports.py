@@ -82,6 +82,8 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def import_account(msg: func.QueueMessage) -> None:
     """Parse the request, then import under the account's lease; poison what can never run."""
+    if poison.screen(msg, QUEUE):
+        return
     try:
         request = ImportRequest.parse(msg.get_body())
     except InvalidImportRequest as error:

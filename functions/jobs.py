@@ -92,6 +92,8 @@ def get_job(req: func.HttpRequest) -> func.HttpResponse:
 @bp.queue_trigger(arg_name="msg", queue_name=UNITS_QUEUE, connection="AzureWebJobsStorage")
 def run_job_unit(msg: func.QueueMessage) -> None:
     """Do one unit's work and count it; a message this app did not write is poisoned."""
+    if poison.screen(msg, UNITS_QUEUE):
+        return
     try:
         unit = UnitMessage.parse(msg.get_body())
     except InvalidUnitMessage as error:
@@ -105,6 +107,8 @@ def run_job_unit(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=POISON_QUEUE, connection="AzureWebJobsStorage")
 def fail_job_unit(msg: func.QueueMessage) -> None:
     """A unit whose every attempt failed: recorded as failed, so its job still finishes."""
+    if poison.screen(msg, POISON_QUEUE):
+        return
     try:
         unit = UnitMessage.parse(msg.get_body())
     except InvalidUnitMessage as error:

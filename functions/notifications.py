@@ -52,6 +52,8 @@ def deliver(notification: Notification, msg: func.QueueMessage) -> dict[str, Any
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def send_notification(msg: func.QueueMessage) -> None:
     """Parse, then send once; poison what can never be sent, raise what may work later."""
+    if poison.screen(msg, QUEUE):
+        return
     try:
         notification = Notification.parse(msg.get_body())
     except InvalidNotification as exc:

@@ -4,7 +4,12 @@ The host moves a message to `{queue}-poison` only after maxDequeueCount (5) fail
 A message that can never succeed (invalid body, an email the provider refused for good) is
 better moved straight away: `reject` puts a copy of its body there, the way the host would
 (same queue name, base64 encoding), and the function then returns normally so the host
-deletes the original. Only the message id and the reason are logged, never the body.
+deletes the original. Only ids and the reason are logged, never the body.
+
+The host merges a JSON body's top-level fields into the trigger metadata the worker builds
+`func.QueueMessage` from, so `msg.id` and `msg.dequeue_count` are the sender's to set. Log
+lines name the poison copy's own queue id, and `screen` poisons at once a body that sets
+any host metadata field (none of this app's messages has one), before anything trusts them.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 
 import azure.functions as func
 from blobsingleton import settings
+from blobsingleton._deferral import describe_id, overridden_metadata
 
 from shared import storage
 
@@ -39,12 +45,30 @@ def reject(
     at worst, moves it to the poison queue itself: it is never lost.
     """
     poison = poison_queue_name(queue)
-    storage.send_message(poison, msg.get_body(), connection=connection)
+    copy_id = storage.send_message(poison, msg.get_body(), connection=connection)
     logger.warning(
-        "message %s (dequeue count %s) moved to %s: %s",
-        msg.id,
-        msg.dequeue_count,
+        "message %s moved to %s as message %s: %s",
+        describe_id(msg),
         poison,
+        copy_id,
         reason[:1000],
     )
     return poison
+
+
+def screen(msg: func.QueueMessage, queue: str, *, connection: str = "AzureWebJobsStorage") -> bool:
+    """Poison at once a body that overrides host metadata (`id`, `DequeueCount`...); True when
+    it did, and the function should return. Such a message reaches the function only when the
+    worker could decode the overridden fields; when it cannot (a non-numeric DequeueCount, a
+    malformed InsertionTime) the invocation fails before any app code runs, on Azure as here."""
+    overridden = overridden_metadata(msg.get_body())
+    if not overridden:
+        return False
+    reject(
+        msg,
+        queue,
+        f"its body sets host metadata field(s) {', '.join(overridden)}, which this app's "
+        "messages never carry",
+        connection=connection,
+    )
+    return True

@@ -64,9 +64,10 @@ def send_message(
     *,
     visibility_timeout: int | None = None,
     connection: str = "AzureWebJobsStorage",
-) -> None:
-    """Enqueue `body` (base64, like the host) on `queue_name`, creating the queue if missing."""
-    _send(account(connection), queue_name, body, visibility_timeout)
+) -> str:
+    """Enqueue `body` (base64, like the host) on `queue_name`, creating the queue if missing;
+    returns the new message's queue id."""
+    return _send(account(connection), queue_name, body, visibility_timeout)
 
 
 _tables_lock = threading.Lock()

@@ -18,8 +18,35 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from devhost import request_counting, services  # noqa: E402
+from devhost.scenarios._callbacks import CallbackReceiver  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="also run the long variants (marked `long`): `make test-long`",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis import settings
+
+    # No deadline: the machine is shared, and a slow example is not a wrong one.
+    settings.register_profile("default", deadline=None, max_examples=100)
+    settings.register_profile("long", deadline=None, max_examples=3000)
+    settings.load_profile("long" if config.getoption("--long") else "default")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long"):
+        return
+    skip = pytest.mark.skip(reason="long variant: run with --long (make test-long)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +80,10 @@ def subprocess_env(storage_env: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+@pytest.fixture
+def receiver() -> Iterator[CallbackReceiver]:
+    """A recording HTTP receiver for batch-job callbacks, on a free local port."""
+    with CallbackReceiver() as running:
+        yield running

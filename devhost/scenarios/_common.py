@@ -313,11 +313,15 @@ def run_until_drained(
     timeout: float = 600.0,
     quiet: float = 2.0,
     while_running: Callable[[Supervisor], object] | None = None,
+    watch: Callable[[Supervisor], object] | None = None,
 ) -> RunResult:
     """Start the instances, run `while_running` (e.g. feed more messages), wait for the queues
-    to drain, stop the instances and collect their stats."""
+    to drain, stop the instances and collect their stats. `watch` is told the supervisor as
+    soon as the instances run (a progress display follows it)."""
     with running(options, app_settings) as supervisor:
         started = time.monotonic()
+        if watch is not None:
+            watch(supervisor)
         if while_running is not None:
             while_running(supervisor)
         remaining = max(1.0, timeout - (time.monotonic() - started))

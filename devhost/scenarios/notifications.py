@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from devhost.scenarios import _common
@@ -44,6 +45,10 @@ class NotificationsReport:
     events_per_s: float
     deliveries: int
     invocations: int
+    #: Copies re-enqueued because another instance was sending the same event: every
+    #: invocation beyond the deliveries is one (counted from the host's invocations, which the
+    #: app cannot fake).
+    deferrals: int
     failed_invocations: int
     drained: bool
     run_id: str
@@ -60,7 +65,7 @@ class NotificationsReport:
             f"  emails sent        {self.emails_sent} for {self.distinct_events_emailed} "
             f"distinct events (duplicates {self.duplicates}, missing {self.missing})",
             f"  invocations        {self.invocations} ({self.failed_invocations} failed), "
-            f"poisoned {self.poisoned}",
+            f"deferrals {self.deferrals}, poisoned {self.poisoned}",
             f"  storage requests   app {self.app_storage_requests} "
             f"({self.app_requests_per_event:.1f}/event), host {self.host_storage_requests} "
             f"({self.host_requests_per_event:.1f}/event)",
@@ -90,6 +95,8 @@ def run(
     backlog: int = DEFAULT_BACKLOG,
     keep: bool = False,
     log_level: str = "INFO",
+    log_file: str | None = None,
+    watch: Callable[[Supervisor], object] | None = None,
 ) -> NotificationsReport:
     """Run the scenario against the storage account in AzureWebJobsStorage."""
     from shared.notifications.outbox import read_outbox
@@ -142,10 +149,12 @@ def run(
         settings={**containers, "SENDGRID_API_KEY": None},
         instance_settings={"NOTIFICATIONS_QUEUE": f"ntf-{run_id}-{{instance}}"},
         log_level=log_level,
+        log_file=log_file,
     )
     result = _common.run_until_drained(
-        options, queues, app_settings=app_settings, timeout=timeout, while_running=feed_the_rest
-    )
+        options, queues, app_settings=app_settings, timeout=timeout, while_running=feed_the_rest,
+        watch=watch,
+    )  # fmt: skip
     emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
     distinct = len({e.event_id for e in emails})
     poisoned = sum(_common.queue_depths(poison_queues).values())
@@ -166,6 +175,9 @@ def run(
         events_per_s=round(events / result.elapsed_s, 1),
         deliveries=instances * events,
         invocations=totals.total_invocations,
+        deferrals=max(
+            0, totals.total_invocations - instances * events - sum(totals.failures.values())
+        ),
         failed_invocations=sum(totals.failures.values()),
         drained=result.drained,
         run_id=run_id,

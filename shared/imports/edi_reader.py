@@ -71,6 +71,20 @@ def _drain(errh: pyx12.error_handler.errh_list) -> tuple[list[str], list[str]]:
     return envelope, segment
 
 
+#: What pyx12 raises on malformed input: its own errors, and (found by fuzzing, e.g. a segment
+#: cut short) plain IndexError/ValueError/KeyError/TypeError from inside it. Storage errors
+#: from the stream are none of these, so they still propagate and the run is retried.
+_PARSER_FAILURES = (
+    pyx12.errors.X12Error,
+    pyx12.errors.EngineError,
+    IndexError,
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+)
+
+
 def _segments(stream: TextIO, envelope_errors: list[str]) -> Iterator[_Segment]:
     """pyx12's segments with their own errors; envelope errors are appended as they appear."""
     first = stream.read(3)
@@ -86,6 +100,10 @@ def _segments(stream: TextIO, envelope_errors: list[str]) -> Iterator[_Segment]:
     except pyx12.errors.X12Error as error:
         # pyx12's message quotes only the ISA header (sender/receiver ids, no member data)
         raise SourceFileError(f"not a valid X12 interchange header: {error}") from None
+    except _PARSER_FAILURES as error:
+        raise SourceFileError(
+            f"not a valid X12 interchange header: {type(error).__name__}"
+        ) from None
     try:
         for node in reader.iter_segments():
             envelope, errors = _drain(errh)
@@ -109,7 +127,7 @@ def _segments(stream: TextIO, envelope_errors: list[str]) -> Iterator[_Segment]:
         leftover = reader.src.raw.buffer.strip()
         if leftover:
             envelope_errors.append(f"{len(leftover)} character(s) after the last segment")
-    except (pyx12.errors.X12Error, pyx12.errors.EngineError) as error:
+    except _PARSER_FAILURES as error:
         raise SourceFileError(f"pyx12 could not parse the file: {type(error).__name__}") from None
 
 

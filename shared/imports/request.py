@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 
 from shared.imports.accounts import InvalidAccount, validate_account
+from shared.json_body import InvalidBody, parse_object
 
 _RUN_ID = re.compile(r"\d{4}-\d{2}-\d{2}(?:-manual-[0-9a-f]{8})?")
 TRIGGERS = ("nightly", "manual")
@@ -62,15 +63,10 @@ class ImportRequest:
 
     @classmethod
     def parse(cls, body: bytes | str) -> ImportRequest:
-        raw = body.encode() if isinstance(body, str) else bytes(body)
-        if len(raw) > MAX_BODY_BYTES:
-            raise InvalidImportRequest(f"body is {len(raw)} bytes, the limit is {MAX_BODY_BYTES}")
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise InvalidImportRequest("body is not UTF-8 JSON") from None
-        if not isinstance(data, dict):
-            raise InvalidImportRequest("body must be a JSON object")
+            data = parse_object(body, max_bytes=MAX_BODY_BYTES)
+        except InvalidBody as error:
+            raise InvalidImportRequest(error.describe()) from None
         unknown = set(data) - {"account", "run_date", "run_id", "trigger"}
         if unknown:
             raise InvalidImportRequest(f"unknown field(s): {', '.join(sorted(unknown))[:200]}")

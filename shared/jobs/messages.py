@@ -14,6 +14,7 @@ from blobsingleton.errors import InvalidKey
 
 from shared.jobs.errors import InvalidUnitMessage
 from shared.jobs.layout import validate_id
+from shared.json_body import InvalidBody, parse_object
 
 #: 64 KiB queue limit on the base64 text: 48 KiB of raw message, less room for the envelope.
 MAX_MESSAGE_BYTES = 48 * 1024 - 512
@@ -44,13 +45,11 @@ class UnitMessage:
         return len(self.to_bytes()) <= MAX_MESSAGE_BYTES
 
     @classmethod
-    def parse(cls, body: bytes) -> UnitMessage:
+    def parse(cls, body: bytes | str) -> UnitMessage:
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise InvalidUnitMessage(f"not JSON: {error}") from error
-        if not isinstance(data, dict):
-            raise InvalidUnitMessage("not a JSON object")
+            data = parse_object(body, max_bytes=MAX_MESSAGE_BYTES)
+        except InvalidBody as error:
+            raise InvalidUnitMessage(error.describe()) from None
         try:
             job_id = validate_id(data.get("job_id"))
             unit_id = validate_id(data.get("unit_id"))

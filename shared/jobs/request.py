@@ -22,10 +22,13 @@ from shared.jobs.callback_url import Resolver, check_callback_url, resolve
 from shared.jobs.errors import BlockedCallback, InvalidJob, Problem
 from shared.jobs.layout import validate_id
 from shared.jobs.messages import encode_payload
+from shared.json_body import InvalidBody, parse_object
 
 #: One unit's payload, JSON-encoded; larger ones would make a job record unwieldy.
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_PROBLEMS = 20
+#: The whole request; the Functions host itself refuses HTTP bodies over 100 MB.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -59,11 +62,9 @@ class JobRequest:
     ) -> JobRequest:
         """The request in `body`, or `InvalidJob` listing what is wrong with it."""
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise InvalidJob([Problem("$", f"body is not JSON: {error}")]) from error
-        if not isinstance(data, dict):
-            raise InvalidJob([Problem("$", "body must be a JSON object")])
+            data = parse_object(body, max_bytes=MAX_REQUEST_BYTES)
+        except InvalidBody as error:
+            raise InvalidJob([Problem("$", error.describe())]) from None
         problems: list[Problem] = []
         job_id = _job_id(data.get("job_id"), problems)
         units = _units(data.get("units"), max_units, problems)

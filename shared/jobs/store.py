@@ -204,7 +204,14 @@ class JobStore:
     def index_failed(self, job_id: str, unit_id: str, reason: str | None) -> None:
         """List a failed unit under `failed/`, so finalizing lists failures, not every unit."""
         body = json.dumps({"reason": reason}).encode()
-        self._blob(JobLayout(job_id).failed(unit_id)).upload_blob(body, overwrite=True)
+        try:
+            self._blob(JobLayout(job_id).failed(unit_id)).upload_blob(body, overwrite=True)
+        except HttpResponseError as error:
+            if _code(error) != "ContainerNotFound":
+                raise  # no container, no job: the caller finds the counter missing
+
+    def unindex_failed(self, job_id: str, unit_id: str) -> None:
+        self.delete(JobLayout(job_id).failed(unit_id))
 
     def failed_units(self, job_id: str) -> list[str]:
         prefix = JobLayout(job_id).failed_prefix

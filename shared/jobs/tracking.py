@@ -60,6 +60,8 @@ def record_unit(
     count = store.increment(job_id)
     if count is None:
         store.unmark(job_id, unit_id)  # keep no stray marker under a finished job
+        if state == UnitState.FAILED:
+            store.unindex_failed(job_id, unit_id)
         log.warning("job %s unit %s: the job is finished or unknown; ignored", job_id, unit_id)
         return UnitRecorded(Recorded.JOB_GONE)
     step(on_step, "counted")

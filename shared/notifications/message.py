@@ -26,6 +26,7 @@ from typing import Any
 from blobsingleton import validate_key
 from blobsingleton.errors import InvalidKey
 
+from shared.json_body import InvalidBody, json_type, parse_object
 from shared.notifications.addresses import is_valid_address, scrub_addresses
 
 #: Azure Queue Storage's message size limit; a body larger than this can never have been queued.
@@ -58,7 +59,7 @@ def _has_control(value: str, *, allow_newlines: bool = False) -> bool:
 
 def _string(name: str, value: object, *, max_length: int) -> str:
     if not isinstance(value, str):
-        raise InvalidNotification(name, f"must be a string, not {_json_type(value)}")
+        raise InvalidNotification(name, f"must be a string, not {json_type(value)}")
     if not value.strip():
         raise InvalidNotification(name, "must not be empty")
     if len(value) > max_length:
@@ -69,18 +70,10 @@ def _string(name: str, value: object, *, max_length: int) -> str:
     return value
 
 
-def _json_type(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    for kind, label in names.items():
-        if isinstance(value, kind):
-            return label
-    return "number" if isinstance(value, int | float) else type(value).__name__
-
-
 def _recipients(value: object) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
-        kind = _json_type(value)
+        kind = json_type(value)
         raise InvalidNotification("to", f"must be an address or an array of them, not {kind}")
     if not items:
         raise InvalidNotification("to", "must name at least one recipient")
@@ -92,7 +85,7 @@ def _recipients(value: object) -> tuple[str, ...]:
     for index, item in enumerate(items):
         where = "to" if isinstance(value, str) else f"to[{index}]"
         if not isinstance(item, str):
-            raise InvalidNotification(where, f"must be a string, not {_json_type(item)}")
+            raise InvalidNotification(where, f"must be a string, not {json_type(item)}")
         if not is_valid_address(item):
             raise InvalidNotification(where, "is not a valid email address (syntax check)")
         # One email per distinct recipient: the same address twice would mail them twice.
@@ -154,7 +147,7 @@ class Notification:
             raise InvalidNotification("template_id", "may hold only letters, digits, '-' and '_'")
         if self.template_data is not None and not isinstance(self.template_data, dict):
             raise InvalidNotification(
-                "template_data", f"must be an object, not {_json_type(self.template_data)}"
+                "template_data", f"must be an object, not {json_type(self.template_data)}"
             )
 
     # -- parsing ---------------------------------------------------------------------------
@@ -162,26 +155,18 @@ class Notification:
     @classmethod
     def parse(cls, body: bytes | str) -> Notification:
         """Parse a queue message body; `InvalidNotification` says what is wrong with it."""
-        raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        if len(raw) > MAX_BODY_BYTES:
-            raise InvalidNotification("body", f"is {len(raw)} bytes, the limit is {MAX_BODY_BYTES}")
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidNotification("body", "is not UTF-8 text") from None
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-        except json.JSONDecodeError as exc:
-            # exc.msg says what was expected; the document itself is left out on purpose.
-            reason = f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-            raise InvalidNotification("body", reason) from None
+            data = parse_object(body, max_bytes=MAX_BODY_BYTES)
+        except InvalidBody as error:
+            where = "body" if error.field is None else _field_name(error.field)
+            raise InvalidNotification(where, error.reason) from None
         return cls.from_dict(data)
 
     @classmethod
     def from_dict(cls, data: object) -> Notification:
         """Build from the decoded JSON object of a message body."""
         if not isinstance(data, Mapping):
-            raise InvalidNotification("body", f"must be a JSON object, not {_json_type(data)}")
+            raise InvalidNotification("body", f"must be a JSON object, not {json_type(data)}")
         for name in data:
             if name in _SENDER_FIELDS:
                 raise InvalidNotification(name, "is not allowed: the sender comes from EMAIL_FROM")
@@ -238,22 +223,9 @@ class Notification:
         )
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise InvalidNotification(_field_name(key), "appears more than once in a JSON object")
-        result[key] = value
-    return result
-
-
 def _field_name(name: object) -> str:
     """A field name fit for an error message: short, and with any address scrubbed out."""
     return scrub_addresses(repr(str(name)[:64]))
-
-
-def _no_constant(name: str) -> Any:
-    raise InvalidNotification("body", f"{name} is not valid JSON")
 
 
 def parse_notification(body: bytes | str) -> Notification:

@@ -127,6 +127,7 @@ def test_bad_input_is_reported_and_nothing_is_lost(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_100k_rows_finish_in_one_invocation_with_progress_logged(
     imports_env: ImportsEnv, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -124,6 +124,7 @@ def test_racing_deliveries_import_each_account_exactly_once(
         assert report["totals"]["imported"] == 500
 
 
+@pytest.mark.long
 def test_memory_stays_flat_as_files_grow(
     imports_env: ImportsEnv, subprocess_env: dict[str, str]
 ) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 
-from devhost.scenarios._callbacks import CallbackReceiver
 from shared import storage
 from shared.jobs import JobRequest, JobSettings, JobStore, Submitted, submit_job
 
@@ -40,12 +38,6 @@ def jobs_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> JobSettings:
 def jobs_process_env(jobs_env: JobSettings) -> dict[str, str]:
     """Environment for child processes working on the same job app."""
     return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[CallbackReceiver]:
-    with CallbackReceiver() as running:
-        yield running
 
 
 def units(count: int, prefix: str = "u") -> list[dict[str, Any]]:

@@ -110,39 +110,6 @@ def test_renewal_failing_until_the_period_runs_out_declares_the_lease_lost(
         lease.ensure_held()
 
 
-def test_renewal_records_wait_for_the_holder_and_are_emitted_from_its_thread(
-    locks: MemoryLocks, caplog: pytest.LogCaptureFixture
-) -> None:
-    lease = MemoryLease("k", locks).acquire(blocking=False)
-    locks.failing_renewals = 1
-    locks.clock.advance(5)
-    from blobsingleton._offloop import captured_logs
-
-    def renewal_thread() -> None:
-        with captured_logs(lease._pending_logs):
-            lease.renew_now()
-
-    caplog.set_level(logging.WARNING, logger="blobsingleton")
-    worker = threading.Thread(target=renewal_thread)
-    worker.start()
-    worker.join()
-    assert not caplog.records, "the renewal thread emitted a record the worker cannot tie"
-    emitted_in: list[str] = []
-
-    class Where(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            emitted_in.append(threading.current_thread().name)
-
-    handler = Where()
-    logging.getLogger("blobsingleton").addHandler(handler)
-    try:
-        lease.ensure_held()
-    finally:
-        logging.getLogger("blobsingleton").removeHandler(handler)
-    assert emitted_in == [threading.current_thread().name]
-    assert "renewal failed, retrying" in caplog.records[0].getMessage()
-
-
 def test_records_of_an_off_loop_call_are_emitted_by_the_awaiting_task() -> None:
     tasks: list[asyncio.Task[object] | None] = []
 

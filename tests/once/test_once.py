@@ -14,6 +14,7 @@ from blobsingleton import (
     Busy,
     Mode,
     PayloadMismatch,
+    Record,
     Status,
     once,
 )
@@ -82,9 +83,42 @@ def test_same_key_with_another_payload_is_reported(storage_env: str) -> None:
 
 
 def _claim(key: str, timeout: float = 300.0) -> OnceHandler:
+    """A live run elsewhere: claimed, and kept alive by its heartbeat until it ends."""
     handler = OnceHandler(BlobRecordStore(), key, in_progress_timeout=timeout)
     assert handler.begin().decision == Decision.EXECUTE
     return handler
+
+
+def _crashed_claim(key: str, timeout: float) -> None:
+    """What a crashed run leaves: an in-progress record that no heartbeat extends."""
+    now = time.time()
+    BlobRecordStore().put_if_absent(
+        Record(
+            key=key,
+            status=Status.IN_PROGRESS,
+            started_at=now,
+            expires_at=now + timeout,
+            owner="crashed-instance",
+        )
+    )
+
+
+def test_a_live_run_keeps_its_key_past_its_timeout_by_heartbeat(storage_env: str) -> None:
+    holder = _claim("beat-e", timeout=1.5)
+    time.sleep(3.5)  # more than twice the timeout: only the heartbeat keeps the record alive
+    rival = OnceHandler(BlobRecordStore(), "beat-e", in_progress_timeout=1.5)
+    assert rival.begin().decision == Decision.BUSY
+    holder.complete("done")
+    assert not holder.lost.is_set()
+    assert rival.begin().decision == Decision.STORED
+
+
+def test_a_heartbeat_that_finds_its_record_taken_over_sets_lost(storage_env: str) -> None:
+    holder = _claim("lost-e", timeout=1.5)
+    record = BlobRecordStore().get("lost-e")
+    assert record is not None
+    BlobRecordStore().replace(record.with_(owner="someone-else", attempt=2), record.etag or "")
+    assert holder.lost.wait(5.0)
 
 
 def test_in_progress_elsewhere_wait_then_fail_so_the_host_retries(storage_env: str) -> None:
@@ -142,7 +176,7 @@ def test_in_progress_elsewhere_defer_requeues_a_delayed_copy(storage_env: str) -
 
 
 def test_crashed_run_is_retried_after_expiry_at_least_once(storage_env: str) -> None:
-    _claim("alo-e", timeout=1.0)  # claimed, then "crashed": never completed
+    _crashed_claim("alo-e", timeout=1.0)
     time.sleep(1.2)
 
     @once("alo-{event_id}")
@@ -155,7 +189,7 @@ def test_crashed_run_is_retried_after_expiry_at_least_once(storage_env: str) -> 
 
 
 def test_crashed_run_is_never_retried_at_most_once(storage_env: str) -> None:
-    _claim("amo-e", timeout=1.0)
+    _crashed_claim("amo-e", timeout=1.0)
     time.sleep(1.2)
 
     @once("amo-{event_id}", mode=Mode.AT_MOST_ONCE)

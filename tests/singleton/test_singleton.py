@@ -166,14 +166,20 @@ def test_lost_lease_is_raised_after_the_function(storage_env: str) -> None:
         work(message({"id": 1}))
 
 
-def test_invocation_costs_three_requests(storage_env: str) -> None:
-    @singleton("cost-{id}")
+@pytest.mark.parametrize(
+    ("on_busy", "requests"),
+    [(Busy.SKIP, 3), (Busy.WAIT, 4)],  # WAIT waits in line: the releaser looks at it (+1)
+)
+def test_invocation_costs_three_requests_four_when_fair(
+    storage_env: str, on_busy: Busy, requests: int
+) -> None:
+    @singleton("cost-{id}", on_busy=on_busy)
     def work(msg: func.QueueMessage) -> None: ...
 
     work(message({"id": 1}))
     request_counter.reset()
     work(message({"id": 1}))
-    assert request_counter.total() == 3
+    assert request_counter.total() == requests
 
 
 def test_current_lease_outside_is_an_error() -> None:

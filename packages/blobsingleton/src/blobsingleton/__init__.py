@@ -10,10 +10,17 @@
 Everything importable from here is the public API; modules starting with `_` are not.
 """
 
+import atexit
+
 from blobsingleton._blob_lease import BlobLease, read_lock
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import Busy
-from blobsingleton._connection import StorageAccount, from_settings, set_client_options
+from blobsingleton._connection import (
+    StorageAccount,
+    from_settings,
+    set_client_options,
+    set_default_credential,
+)
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import BaseLease
 from blobsingleton._lock_blob import LockState
@@ -41,6 +48,12 @@ from blobsingleton.errors import (
 )
 
 __version__ = "0.2.0"
+
+# A normal interpreter exit (the worker ending its stream, Ctrl-C under `func start`) releases
+# what this process holds, so a waiter takes over at once. The Functions host disposes a
+# Python worker with Process.Kill after draining, which no handler survives: there the
+# release at the end of each invocation is what hands over.
+atexit.register(release_all)
 
 __all__ = [
     "AlreadyInProgress",
@@ -78,6 +91,7 @@ __all__ = [
     "read_lock",
     "release_all",
     "set_client_options",
+    "set_default_credential",
     "singleton",
     "validate_key",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import time
 import uuid
@@ -11,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._line import WaitingLine
 from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseError, LeaseLost
@@ -20,12 +23,24 @@ from blobsingleton.errors import LeaseError, LeaseLost
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
+log = logging.getLogger("blobsingleton")
+
+#: How often the first waiter in line asks for the lease: bounds the handoff time.
+HEAD_POLL = 0.2
+#: The longest a waiter further back goes without looking at the line.
+MAX_LINE_POLL = 2.0
+
 
 class BlobLease(BaseLease):
     """A mutual-exclusion lease on `key`, stored as a blob lease.
 
     Steady-state cost of acquire + release: 3 requests (acquire lease, increment the fencing
     token, release). A fresh random lease id is used for every acquisition.
+
+    `fair=True`: a blocking acquire that finds the key busy waits in line (see `_line`), and
+    a release hands the lease to the first live waiter instead of freeing it, so waiters get
+    the key in arrival order and promptly. Costs 1 more request per release (the line is
+    listed), 3 per wait (ticket, entry, leaving); non-blocking attempts cost what they did.
     """
 
     def __init__(
@@ -40,6 +55,7 @@ class BlobLease(BaseLease):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         publish_owner_at_acquire: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        fair: bool = False,
     ) -> None:
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
@@ -47,6 +63,13 @@ class BlobLease(BaseLease):
         locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
         self._candidates = [LockBlob(locks, blob_name("", name), name) for name in self._blobs()]
         self._lock = self._candidates[0]
+        self.fair = fair
+        line_blob = blob_name("", key)
+        self._line = WaitingLine(locks, line_blob, key, self.period) if fair else None
+        self._ticket: int | None = None  # our place in line while a blocking acquire waits
+        self._waiting_id = ""  # the lease id we stand in line with
+        self._is_head = False
+        self._refreshed_at = 0.0
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
@@ -57,7 +80,9 @@ class BlobLease(BaseLease):
         return [self.key]
 
     def _try_acquire(self) -> int | None:
-        lease_id = str(uuid.uuid4())
+        if self._ticket is not None and not self._is_head:
+            return None  # in line behind others: only the head asks for the lease
+        lease_id = self._waiting_id if self._ticket is not None else str(uuid.uuid4())
         for lock in random.sample(self._candidates, len(self._candidates)):
             try:
                 lock.acquire(lease_id, self.period)
@@ -81,6 +106,7 @@ class BlobLease(BaseLease):
         )
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
+        emit_lease("acquire", self)
         return token
 
     def _give_back_quietly(self, lease_id: str) -> None:
@@ -96,12 +122,59 @@ class BlobLease(BaseLease):
             self._lock.publish_owner(self._lease_id, self.owner)
 
     def _release(self) -> None:
-        self._lock.release(self._lease_id, self.owner.token if self.owner else None)
+        token = self.owner.token if self.owner else None
+        if self._line is not None:
+            for entry in self._line.live():
+                if entry.lease_id and entry.lease_id != self._lease_id:
+                    self._lock.hand_over(self._lease_id, entry.lease_id, token)
+                    log.debug("lease %s (token %s) handed to ticket %d", self.key, token,
+                              entry.ticket)  # fmt: skip
+                    return
+        self._lock.release(self._lease_id, token)
+
+    # -- waiting in line (fair=True) -----------------------------------------------------------
+    def _next_delay(self, interval: float) -> float:
+        if self._line is None:
+            return super()._next_delay(interval)
+        now = time.monotonic()
+        if self._ticket is None:
+            self._waiting_id = str(uuid.uuid4())
+            self._ticket = self._line.join(self._waiting_id)
+            self._refreshed_at = now
+        elif now - self._refreshed_at > self.period / 3:
+            self._line.refresh(self._ticket, self._waiting_id)
+            self._refreshed_at = now
+        if self._is_head:  # tickets only grow: nobody can get ahead of the head again
+            return HEAD_POLL * random.uniform(0.8, 1.2)
+        ahead = sum(1 for entry in self._line.live() if entry.ticket < self._ticket)
+        if ahead == 0:
+            self._is_head = True
+            return 0.0  # just became first: the lease may already have been handed to us
+        # Further back, look less often: the line moves one place per hold.
+        return min(MAX_LINE_POLL, HEAD_POLL * ahead) * random.uniform(0.8, 1.2)
+
+    def _stop_waiting(self) -> None:
+        if self._line is None or self._ticket is None:
+            return
+        ticket, self._ticket, self._is_head = self._ticket, None, False
+        try:
+            self._line.leave(ticket)
+        except LeaseError as error:  # the entry goes stale by itself within a period
+            log.warning("lease %s: could not leave the line: %s", self.key, error)
+        if self._token is None:
+            # Gave up waiting: a holder may have handed us the lease meanwhile. Pass it on
+            # rather than leave it to expire unrenewed (fails harmlessly if it is not ours).
+            with contextlib.suppress(LeaseError):
+                self._lock.release(self._waiting_id, None)
 
     @property
     def lease_id(self) -> str:
         """The storage lease id of the current acquisition (needed to write the leased blob)."""
         return self._lease_id
+
+    def waiters(self) -> int:
+        """How many live waiters stand in this key's line (0 unless `fair`): 1 request."""
+        return len(self._line.live()) if self._line is not None else 0
 
 
 def read_lock(

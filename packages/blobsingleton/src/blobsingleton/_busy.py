@@ -9,7 +9,6 @@ giving back what was taken when an async invocation is cancelled.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import logging
 from abc import ABC, abstractmethod
@@ -20,6 +19,8 @@ from typing import Any, TypeVar
 
 from blobsingleton import _deferral as deferral
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
+from blobsingleton._invocation import entry_point, in_thread, invocation_scope
 from blobsingleton._offloop import off_loop
 
 log = logging.getLogger("blobsingleton")
@@ -50,11 +51,16 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
 
 @dataclass(frozen=True)
 class Admission:
-    """A guard's verdict: run the body, or return `result` without running, or it is busy."""
+    """A guard's verdict: run the body, or return `result` without running, or it is busy.
+
+    `retry_after`: when busy, the seconds after which the key could be free (DEFER's delay
+    unless the decorator fixes one).
+    """
 
     run: bool
     result: Any = None
     busy: Exception | None = None
+    retry_after: float = 0.0
 
 
 RUN = Admission(run=True)
@@ -87,22 +93,28 @@ class BusyHandling:
 
     policy: BusyPolicy
     queue: str | None
-    defer_seconds: float
+    defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
 
-    def apply(self, error: Exception, name: str, arguments: dict[str, Any]) -> Any:
+    def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
+        error = admission.busy
+        assert error is not None, "a busy policy applied to an admission that is not busy"
         if self.policy == Busy.WAIT:
             raise error
         if self.policy == Busy.SKIP:
             log.info("%s skipped: %s", name, error)
+            emit(
+                "busy_skip", key=getattr(error, "key", None), function=name,
+                duration_s=getattr(error, "waited", None),
+            )  # fmt: skip
             return None
         if self.policy == Busy.DEFER:
             message = deferral.find_message(arguments)
+            delay = self.defer_seconds if self.defer_seconds is not None else admission.retry_after
             deferral.defer(
-                message, self.queue or "", self.defer_seconds, reason=str(error),
-                storage=self.storage,
-            )  # fmt: skip
+                message, self.queue or "", delay, reason=str(error), storage=self.storage
+            )
             return None
         return self.policy(error)
 
@@ -119,43 +131,43 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
         if admission.busy is None:
             return admission.result
         arguments = signature.bind(*args, **kwargs).arguments
-        return busy.apply(admission.busy, fn.__name__, arguments)
+        return busy.apply(admission, fn.__name__, arguments)
 
     if inspect.iscoroutinefunction(fn):
 
-        @functools.wraps(fn)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
+            with invocation_scope(kwargs):
+                guard = make_guard(*args, **kwargs)
+                admission = await guard.enter_async(wait)
+                if not admission.run:
+                    if admission.busy is not None and busy.policy == Busy.DEFER:
+                        return await off_loop(in_thread(lambda: not_run(admission, args, kwargs)))
+                    return not_run(admission, args, kwargs)
+                try:
+                    with guard.running():
+                        result = await fn(*args, **kwargs)
+                except BaseException:
+                    # Cancelled or failed: given back even if this task is cancelled again.
+                    await off_loop(in_thread(lambda: guard.settle(None, failed=True)))
+                    raise
+                await off_loop(in_thread(lambda: guard.settle(result, failed=False)))
+                return result
+
+        return entry_point(run_async, fn)  # type: ignore[return-value]
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with invocation_scope(kwargs):
             guard = make_guard(*args, **kwargs)
-            admission = await guard.enter_async(wait)
+            admission = guard.enter(wait)
             if not admission.run:
-                if admission.busy is not None and busy.policy == Busy.DEFER:
-                    return await off_loop(lambda: not_run(admission, args, kwargs))
                 return not_run(admission, args, kwargs)
             try:
                 with guard.running():
-                    result = await fn(*args, **kwargs)
+                    result = fn(*args, **kwargs)
             except BaseException:
-                # Cancelled or failed: the guard is given back even if this task is cancelled.
-                await off_loop(lambda: guard.settle(None, failed=True))
+                guard.settle(None, failed=True)
                 raise
-            await off_loop(lambda: guard.settle(result, failed=False))
+            guard.settle(result, failed=False)
             return result
 
-        return run_async  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        guard = make_guard(*args, **kwargs)
-        admission = guard.enter(wait)
-        if not admission.run:
-            return not_run(admission, args, kwargs)
-        try:
-            with guard.running():
-                result = fn(*args, **kwargs)
-        except BaseException:
-            guard.settle(None, failed=True)
-            raise
-        guard.settle(result, failed=False)
-        return result
-
-    return run  # type: ignore[return-value]
+    return entry_point(run, fn)  # type: ignore[return-value]

@@ -75,6 +75,7 @@ class StorageAccount:
 
 _accounts: dict[tuple[Any, ...], StorageAccount] = {}
 _default_options: dict[str, Any] = {}
+_default_credential: list[Any] = []  # empty: DefaultAzureCredential
 _accounts_lock = threading.Lock()
 _SUFFIXES = ("", "__accountName", "__blobServiceUri", "__queueServiceUri", "__clientId")
 
@@ -88,6 +89,20 @@ def set_client_options(**client_options: Any) -> None:
     with _accounts_lock:
         _default_options.clear()
         _default_options.update(client_options)
+        _accounts.clear()
+
+
+def set_default_credential(credential: Any | None) -> None:
+    """The token credential identity-based settings use from now on (None: the default).
+
+    `from_settings` builds a `DefaultAzureCredential` for `__accountName` / `__*ServiceUri`
+    settings, as the Functions host does. Where Entra ID cannot be reached (tests, a local
+    emulator in OAuth mode) or another credential is wanted, inject it here.
+    """
+    with _accounts_lock:
+        _default_credential.clear()
+        if credential is not None:
+            _default_credential.append(credential)
         _accounts.clear()
 
 
@@ -131,9 +146,13 @@ def _read_settings(name: str, client_options: dict[str, Any]) -> StorageAccount:
             f"neither {name} (a connection string) nor {name}__accountName /"
             f" {name}__blobServiceUri (identity-based) is set",
         )
-    from azure.identity import DefaultAzureCredential
+    if _default_credential:
+        credential = _default_credential[0]
+    else:
+        from azure.identity import DefaultAzureCredential
 
-    credential = DefaultAzureCredential(managed_identity_client_id=setting(f"{name}__clientId"))
+        client_id = setting(f"{name}__clientId")
+        credential = DefaultAzureCredential(managed_identity_client_id=client_id)
     return StorageAccount(
         blob_url=blob, queue_url=queue, credential=credential,
         client_options=client_options, name=name,

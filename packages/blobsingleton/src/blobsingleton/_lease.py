@@ -6,10 +6,10 @@ signal and the context managers. A backend implements `_try_acquire`, `_renew`, 
 renewal thread, losing the lease is always visible: `is_held` turns False and
 `ensure_held()` raises at once, `on_lost` is called, then `lost` is set.
 
-The renewal thread logs nothing itself: its records wait for the holder's own thread or task
-(`ensure_held`, `release`), so the Python worker ties them to the invocation. The async
-paths keep every storage call off the event loop, and a cancelled `acquire_async` gives back
-a lease its attempt took after the task was gone.
+The renewal thread carries the invocation's id (`_invocation.thread_target`); records of
+calls run off the loop are emitted by the awaiting task. The async paths keep every storage
+call off the event loop, and a cancelled `acquire_async` gives back a lease its attempt took
+after the task was gone.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
-from blobsingleton._offloop import captured_logs, emit, off_loop
+from blobsingleton._events import emit_lease
+from blobsingleton._invocation import in_thread, thread_target
+from blobsingleton._offloop import off_loop
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -78,8 +80,6 @@ class BaseLease(ABC):
         self._state_lock = threading.Lock()
         self._clock = clock
         self._renewals = 0
-        #: Records the renewal thread logged, emitted by the holder's thread or task.
-        self._pending_logs: list[logging.LogRecord] = []
 
     # -- what a backend implements -------------------------------------------------------------
     @abstractmethod
@@ -93,6 +93,13 @@ class BaseLease(ABC):
     @abstractmethod
     def _release(self) -> None:
         """Give the lease back."""
+
+    def _next_delay(self, interval: float) -> float:
+        """Seconds until the next attempt of a blocking acquire; a backend may wait in line."""
+        return interval * random.uniform(0.5, 1.5)
+
+    def _stop_waiting(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """The acquire loop ended (acquired, timed out or cancelled): leave any line."""
 
     def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Hook run after the first successful renewal (publishing an owner record)."""
@@ -121,9 +128,11 @@ class BaseLease(ABC):
         Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
         """
         waits = self._waits(timeout, blocking, poll_interval)
-        while not self._attempt():
-            time.sleep(next(waits))
-        emit(self._pending_logs)
+        try:
+            while not self._attempt():
+                time.sleep(next(waits))
+        finally:
+            self._stop_waiting()
         return self
 
     async def acquire_async(
@@ -138,20 +147,20 @@ class BaseLease(ABC):
         back what it takes.
         """
         waits = self._waits(timeout, blocking, poll_interval)
-        while not await off_loop(self._attempt, undo=self._give_back_if_taken):
-            await asyncio.sleep(next(waits))
-        emit(self._pending_logs)
+        try:
+            while not await off_loop(in_thread(self._attempt), undo=self._give_back_if_taken):
+                await asyncio.sleep(await off_loop(in_thread(lambda: next(waits))))
+        finally:
+            await off_loop(in_thread(self._stop_waiting))
         return self
 
     def release(self) -> None:
         """Stop renewing and give the lease back. Safe to call twice or after a loss."""
         self._give_back()
-        emit(self._pending_logs)
 
     async def release_async(self) -> None:
         """`release` off the event loop; a cancelled caller still has the lease given back."""
         await off_loop(self._give_back)
-        emit(self._pending_logs)
 
     def _give_back_if_taken(self, taken: bool) -> None:
         if taken:
@@ -179,7 +188,6 @@ class BaseLease(ABC):
 
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
-        emit(self._pending_logs)
         if self._lost_error is not None:
             raise self._lost_error
         if self._token is None:
@@ -188,7 +196,6 @@ class BaseLease(ABC):
             self._declare_lost(
                 "not renewed within its period (process paused or storage unreachable)"
             )
-            emit(self._pending_logs)
             raise self._lost_error  # type: ignore[misc]
 
     def __enter__(self) -> Self:
@@ -219,7 +226,7 @@ class BaseLease(ABC):
             remaining = None if timeout is None else timeout - (self._clock() - started)
             if not blocking or (remaining is not None and remaining <= 0):
                 raise LeaseTimeout(self.key, self._clock() - started)
-            delay = interval * random.uniform(0.5, 1.5)
+            delay = self._next_delay(interval)
             yield delay if remaining is None else min(delay, remaining)
 
     def _attempt(self) -> bool:
@@ -242,7 +249,7 @@ class BaseLease(ABC):
 
     def _start_renewing(self) -> None:
         self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"lease-renewal:{self.key}", daemon=True
+            target=thread_target(self._renew_loop), name=f"lease-renewal:{self.key}", daemon=True
         )
         self._renewer.start()
 
@@ -250,10 +257,9 @@ class BaseLease(ABC):
         return self._clock() >= self._confirmed_at + self.period - CLOCK_MARGIN
 
     def _renew_loop(self) -> None:
-        with captured_logs(self._pending_logs):
-            wait: float | None = self.period / 3
-            while wait is not None and not self._stop_renewing.wait(wait):
-                wait = self._renew_step()
+        wait: float | None = self.period / 3
+        while wait is not None and not self._stop_renewing.wait(wait):
+            wait = self._renew_step()
 
     def _renew_step(self) -> float | None:
         """One renewal: the wait before the next one, or None once the lease is lost.
@@ -273,6 +279,7 @@ class BaseLease(ABC):
                 self._declare_lost(f"renewal failed until the period ran out: {error}")
                 return None
             log.warning("lease %s renewal failed, retrying: %s", self.key, error)
+            emit_lease("renewal_failed", self, reason=str(error))
             return min(1.0, interval)
         except Exception as error:  # a bug or unexpected storage answer: still make it visible
             self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
@@ -293,6 +300,7 @@ class BaseLease(ABC):
             self._lost_error = LeaseLost(self.key, self._token, reason)  # is_held is False now
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
+        emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:
                 self.on_lost(self._lost_error)

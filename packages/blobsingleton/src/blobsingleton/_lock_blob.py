@@ -147,6 +147,11 @@ class LockBlob:
         with translated("publish owner", self.key, owner.token):
             self._blob.set_blob_metadata(owner.to_metadata(), lease=lease_id, **self._options)
 
+    def hand_over(self, lease_id: str, to_lease_id: str, token: int | None) -> None:
+        """Change our lease to `to_lease_id`: its waiter holds the lease, nobody else can."""
+        with translated("hand over", self.key, token):
+            self._lease(lease_id).change(to_lease_id, **self._options)
+
     def release(self, lease_id: str, token: int | None) -> None:
         """Give the lease back so a waiter gets it now instead of at expiry."""
         with translated("release", self.key, token):

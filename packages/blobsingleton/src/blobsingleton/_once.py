@@ -28,7 +28,14 @@ from blobsingleton._busy import (
     guarded,
 )
 from blobsingleton._connection import StorageAccount
-from blobsingleton._once_handler import Decision, Mode, OnceHandler, Outcome, payload_hash
+from blobsingleton._once_handler import (
+    DEFAULT_IN_PROGRESS_TIMEOUT,
+    Decision,
+    Mode,
+    OnceHandler,
+    Outcome,
+    payload_hash,
+)
 from blobsingleton._records import RecordStore
 from blobsingleton._templates import resolve_key
 
@@ -67,7 +74,11 @@ class _RecordGuard(Guard):
             return Admission(run=False, result=outcome.record.result)
         if outcome.decision == Decision.ABANDONED:
             return Admission(run=False)
-        return Admission(run=False, busy=self.handler.busy_error(outcome.record))
+        return Admission(
+            run=False,
+            busy=self.handler.busy_error(outcome.record),
+            retry_after=self.handler.retry_after(outcome.record),
+        )
 
     def settle(self, result: Any, failed: bool) -> None:
         if failed:
@@ -81,12 +92,12 @@ def once(
     *,
     mode: Mode = Mode.AT_LEAST_ONCE,
     retention: float | timedelta = timedelta(days=7),
-    in_progress_timeout: float | timedelta = 300.0,
+    in_progress_timeout: float | timedelta = DEFAULT_IN_PROGRESS_TIMEOUT,
     payload: Callable[..., Any] | None = None,
     on_in_progress: BusyPolicy = Busy.WAIT,
     wait_timeout: float = 60.0,
     queue: str | None = None,
-    defer_seconds: float = 5.0,
+    defer_seconds: float | None = None,
     schedule: str | None = None,
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
@@ -95,12 +106,15 @@ def once(
 
     A completed key returns its stored result without running; a failed run frees the key.
     `mode`: after a crash mid-run, AT_LEAST_ONCE (default) reruns once the in-progress record
-    expires (`in_progress_timeout`, default 5 min), so the work may run twice across a crash;
-    AT_MOST_ONCE never reruns it, so a crash may leave it undone.
+    expires, so the work may run twice across a crash; AT_MOST_ONCE never reruns it, so a
+    crash may leave it undone. `in_progress_timeout` (default 15 s): a running call keeps its
+    record alive with a heartbeat, so this bounds how long a *crashed* call holds the key, not
+    how long the work may take.
     `retention`: how long a completed key is remembered (default 7 days).
     `payload(*args, **kwargs)`: what must match for a duplicate; a different one raises
     `PayloadMismatch`. `on_in_progress`: WAIT (poll up to `wait_timeout`, then
-    `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue` after `defer_seconds`), or a callable.
+    `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue`, visible again when the record
+    could next change: its expiry, unless `defer_seconds` says otherwise), or a callable.
     Async functions never block the loop; cancelled, they free (or never claim) the key.
     """
     check_policy(on_in_progress, queue)

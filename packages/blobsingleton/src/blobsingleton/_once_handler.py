@@ -6,9 +6,15 @@
        ├──► BUSY         in progress elsewhere and not expired
        └──► ABANDONED    in progress elsewhere, expired, and mode is at-most-once: never rerun
 
-An expired in-progress record means the earlier run crashed; in at-least-once mode it is
-taken over (the crash window is `in_progress_timeout`). Every write is conditional, so two
-deliveries racing on the same key cannot both EXECUTE.
+Liveness comes from a heartbeat, not from a fixed timeout: while the work runs, a thread
+pushes the record's expiry `in_progress_timeout` (default 15 s) ahead every third of it. A run
+that lasts an hour keeps its key; a crashed one stops beating, and its record expires within
+one timeout. An expired in-progress record therefore means the earlier run crashed, was
+paused, or lost storage for that long; in at-least-once mode it is taken over. Every write is
+conditional (If-Match), so two deliveries racing on the same key cannot both EXECUTE, and a
+heartbeat that finds the record changed knows its run was taken over (`lost` is set).
+`in_progress_timeout=0` writes records that are abandoned on sight: for work already guarded
+by a lease, whose holder is the only one that can get here.
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ import asyncio
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from blobsingleton._events import emit
+from blobsingleton._invocation import thread_target
 from blobsingleton._keys import validate_key
 from blobsingleton._offloop import off_loop
 from blobsingleton._owner import instance_id
@@ -34,6 +43,12 @@ log = logging.getLogger("blobsingleton")
 #: Attempts at winning a conditional write before giving up (each loss means real progress
 #: by someone else, so a handful is plenty).
 MAX_RACES = 5
+
+#: The default `in_progress_timeout`: how long a crashed run holds its key at most.
+DEFAULT_IN_PROGRESS_TIMEOUT = 15.0
+
+#: Beats per timeout: a beat may be late by two intervals (slow storage) and still land in time.
+BEATS_PER_TIMEOUT = 3
 
 
 class Mode(StrEnum):
@@ -75,7 +90,7 @@ class OnceHandler:
         *,
         payload: str | None = None,
         mode: Mode = Mode.AT_LEAST_ONCE,
-        in_progress_timeout: float = 300.0,
+        in_progress_timeout: float = DEFAULT_IN_PROGRESS_TIMEOUT,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -87,7 +102,12 @@ class OnceHandler:
         self.in_progress_timeout = in_progress_timeout
         self.retention = retention
         self.clock = clock
+        #: Set when a heartbeat finds the record changed: another delivery took the key over.
+        self.lost = threading.Event()
         self._claimed: Record | None = None
+        self._claim_lock = threading.Lock()
+        self._stop_beating = threading.Event()
+        self._heartbeat: threading.Thread | None = None
 
     def begin(self) -> Outcome:
         """Decide what this delivery does; on EXECUTE the key is claimed for us."""
@@ -134,6 +154,7 @@ class OnceHandler:
         )
         try:
             self.store.replace(done, claimed.etag or "")
+            emit("completed", key=self.key, duration_s=self.clock() - done.started_at)
         except RecordConflict:
             log.warning(
                 "run-once %s finished after its in-progress record expired and was taken "
@@ -172,6 +193,7 @@ class OnceHandler:
             record.attempt,
             record.owner,
         )
+        emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
         takeover = self._in_progress(now, attempt=record.attempt + 1)
         return self._claim(self.store.replace(takeover, record.etag or ""))
 
@@ -188,13 +210,53 @@ class OnceHandler:
 
     def _claim(self, record: Record) -> Outcome:
         self._claimed = record
+        if self.in_progress_timeout > 0:
+            self._stop_beating.clear()
+            self._heartbeat = threading.Thread(
+                target=thread_target(self._beat),
+                name=f"once-heartbeat-{self.key[:40]}",
+                daemon=True,
+            )
+            self._heartbeat.start()
         return Outcome(Decision.EXECUTE, record)
 
     def _take_claim(self) -> Record:
-        if self._claimed is None:
-            raise RuntimeError("complete()/fail() called without an EXECUTE decision")
-        claimed, self._claimed = self._claimed, None
+        self._stop_beating.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        with self._claim_lock:
+            if self._claimed is None:
+                raise RuntimeError("complete()/fail() called without an EXECUTE decision")
+            claimed, self._claimed = self._claimed, None
         return claimed
+
+    def _beat(self) -> None:
+        """Push the claimed record's expiry ahead until the run ends or the key is lost."""
+        interval = self.in_progress_timeout / BEATS_PER_TIMEOUT
+        while not self._stop_beating.wait(interval):
+            with self._claim_lock:
+                claimed = self._claimed
+                if claimed is None:
+                    return
+                alive = claimed.with_(expires_at=self.clock() + self.in_progress_timeout)
+                try:
+                    self._claimed = self.store.replace(alive, claimed.etag or "")
+                except RecordConflict:
+                    log.warning(
+                        "run-once %s: record changed under this run (taken over after it "
+                        "expired): this run no longer owns the key",
+                        self.key,
+                    )
+                    self.lost.set()
+                    return
+                except Exception as error:  # storage trouble: try again next beat
+                    log.warning("run-once %s: heartbeat failed: %r", self.key, error)
+
+    def retry_after(self, record: Record, now: float | None = None) -> float:
+        """Seconds until a busy record could next change: its expiry, if its run stops beating."""
+        remaining = record.expires_at - (self.clock() if now is None else now)
+        return max(1.0, min(remaining, self.in_progress_timeout or remaining) + 1.0)
 
     def _check_payload(self, record: Record) -> None:
         if self.payload and record.payload_hash and record.payload_hash != self.payload:

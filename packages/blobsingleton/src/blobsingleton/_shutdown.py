@@ -1,14 +1,14 @@
 """Release held leases when the process is asked to stop, so a waiter takes over at once.
 
 Without this a stopped instance keeps its leases until they expire (up to a lease period).
-Leases still held at a normal interpreter exit are released (atexit, always registered);
+Leases still held at a normal interpreter exit are released (the package registers
+`release_all` with atexit on import);
 `install_signal_handlers()` adds SIGTERM/SIGINT, chained to whatever handler was installed
 before, so the host's own shutdown still runs.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
@@ -100,7 +100,3 @@ def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.S
                     signal.pthread_kill(main, num)
 
     threading.Thread(target=releaser, name="blobsingleton-signal-releaser", daemon=True).start()
-
-
-# Leases still held when the interpreter exits normally are given back, not left to expire.
-atexit.register(release_all)

@@ -114,6 +114,7 @@ def singleton(
     schedule: str | None = None,
     container: ContainerClient | None = None,
     storage: StorageAccount | None = None,
+    fair: bool | None = None,
 ) -> Callable[[F], F]:
     """Run the function only while holding the lease named by `scope` (a key template).
 
@@ -121,9 +122,12 @@ def singleton(
     retries), `Busy.SKIP`, `Busy.DEFER` (needs `queue`; delay `defer_seconds`, default one
     lease period), or a callable returning the result to give instead (e.g. a 409).
     A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
+    `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
+    order; costs one request more per invocation (the releaser looks at the line).
     Async functions never block the loop; cancelled, they release (or never take) the lease.
     """
     check_policy(on_busy, queue)
+    in_line = on_busy == Busy.WAIT if fair is None else fair
     delay = defer_seconds if defer_seconds is not None else period
     busy = BusyHandling(on_busy, queue, delay, storage)
 
@@ -133,7 +137,10 @@ def singleton(
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            lease = BlobLease(key, period=period, container=container, storage=storage, owner=owner)
+            lease = BlobLease(
+                key, period=period, container=container, storage=storage, owner=owner,
+                fair=in_line,
+            )  # fmt: skip
             return _LeaseGuard(lease, wait_timeout)
 
         return guarded(fn, make_guard, busy)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from blobsingleton import schedules as ncrontab
+from blobsingleton import schedules
 from blobsingleton._deferral import QueueMessageLike
 from blobsingleton.errors import KeyTemplateError
 from blobsingleton.settings import resolve_placeholders
@@ -110,10 +110,13 @@ def _occurrence(
 ) -> str:
     """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
 
-    Taken from the host's schedule status and the schedule (`ncrontab.fired_occurrence`),
+    Taken from the host's schedule status and the schedule (`schedules.fired_occurrence`),
     not from the instance's clock alone, so every instance derives the same key.
     """
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
-    moment = ncrontab.fired_occurrence(schedule, timer.schedule_status, now)
+    try:
+        moment = schedules.fired_occurrence(schedule, timer.schedule_status, now)
+    except (schedules.InvalidSchedule, schedules.NoOccurrence) as error:
+        raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

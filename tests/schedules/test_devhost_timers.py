@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from blobsingleton.schedules import InvalidSchedule, TimeSpanSchedule, parse_schedule
 
 from devhost.indexing import TimerTrigger
-from devhost.ncrontab import IntervalSchedule, ScheduleError, parse_schedule
 
 T0 = datetime(2024, 3, 1, 10, 0, 0, tzinfo=UTC)
 
@@ -24,7 +24,7 @@ def test_six_fields_put_seconds_first() -> None:
 def test_five_field_cron_and_timespan() -> None:
     assert parse_schedule("*/10 * * * *").next_after(T0) == T0 + timedelta(minutes=10)
     interval = parse_schedule("00:00:05")
-    assert isinstance(interval, IntervalSchedule)
+    assert isinstance(interval, TimeSpanSchedule)
     assert interval.next_after(T0) == T0 + timedelta(seconds=5)
 
 
@@ -37,5 +37,5 @@ def test_schedule_from_an_app_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_invalid_schedules_are_rejected() -> None:
     for text in ("every day", "0 0 25 * * *", "1 2 3", "00:00:00"):
-        with pytest.raises(ScheduleError):
+        with pytest.raises(InvalidSchedule):
             parse_schedule(text)

@@ -1,0 +1,59 @@
+"""One Azurite per benchmark run: started here, or reused when `bench all` already started one.
+
+`bench all` sets BENCH_AZURITE to the connection string of its private Azurite, so every
+benchmark in the run measures the same emulator; a benchmark run alone starts its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from blobsingleton import StorageAccount, from_settings
+
+from devhost import services
+from devhost.request_counting import RequestCounter
+
+SHARED = "BENCH_AZURITE"
+
+
+@contextlib.contextmanager
+def azurite_storage() -> Iterator[str]:
+    """Point AzureWebJobsStorage at the run's Azurite for the block; yields its connection."""
+    shared = os.environ.get(SHARED)
+    if shared:
+        os.environ["AzureWebJobsStorage"] = shared
+        yield shared
+        return
+    with services.azurite() as azurite:
+        os.environ["AzureWebJobsStorage"] = azurite.connection_string
+        yield azurite.connection_string
+
+
+def counted_account(counter: RequestCounter) -> StorageAccount:
+    """The AzureWebJobsStorage account with every request counted by `counter`."""
+    return from_settings("AzureWebJobsStorage").with_options(raw_request_hook=counter)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100, nearest rank) of `values`; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[rank]
+
+
+def spread(values: list[float], digits: int = 3) -> dict[str, float | int | None]:
+    """min / median / max (and count) of `values`, rounded."""
+
+    def r(v: float | None) -> float | None:
+        return None if v is None else round(v, digits)
+
+    return {
+        "n": len(values),
+        "min": r(min(values)) if values else None,
+        "median": r(percentile(values, 50)),
+        "max": r(max(values)) if values else None,
+    }

@@ -1,0 +1,219 @@
+"""Storm: N instances, every event delivered to every instance, each alternative side by side.
+
+Each instance is a process reading its own queue (one subscription per instance), handling
+messages 16 at a time like the host's batch, guarding the "email" (a 20 ms sleep, recorded
+with its time) with one alternative. Busy deliveries are re-queued with a 5 s delay, as the
+host's deferral does. Reported per alternative: duplicates and missing emails, enqueue→email
+p50/p99, queue and blob requests per event (counted at each client's HTTP pipeline),
+deferrals per event, wall time and its ratio to the unguarded run in the same invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from azure.core.exceptions import ResourceExistsError
+
+from bench import alternatives
+from bench._storage import azurite_storage, counted_account, percentile
+from devhost.request_counting import RequestCounter
+
+BATCH = 16
+DEFER_SECONDS = 5
+TARGETS = {"ours_duplicates": 0, "wall_vs_unguarded": 1.5, "ours_blob_requests_per_event": 12}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--instances", type=int, default=8)
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--work-ms", type=float, default=20.0, help="time one email takes")
+    parser.add_argument(
+        "--alternatives", default=",".join(alternatives.NAMES), help="comma-separated subset"
+    )
+    parser.add_argument("--timeout", type=float, default=900.0, help="per alternative")
+    parser.add_argument(
+        "--defer-seconds", type=float, default=DEFER_SECONDS,
+        help="delay of a re-queued busy delivery (Busy.DEFER's default is 5 s)",
+    )  # fmt: skip
+
+
+def _instance(
+    name: str, queue: str, container: str, work_s: float, defer_s: float,
+    ready: Any, go: Any, stop: Any, out: Any,
+) -> None:  # fmt: skip
+    """One instance: receive, guard, send, delete or defer, until told to stop."""
+    blob_counter, queue_counter = RequestCounter(), RequestCounter()
+    blobs = counted_account(blob_counter).blob_service().get_container_client(container)
+    queue_client = counted_account(queue_counter).queue_service().get_queue_client(queue)
+    guard = alternatives.make(name, blobs)
+    sent: list[tuple[str, float, float]] = []
+    deferrals = 0
+
+    def handle(message: Any) -> bool:
+        body = json.loads(message.content)
+
+        def email() -> None:
+            time.sleep(work_s)
+            sent.append((body["event_id"], body["enqueued_at"], time.time()))
+
+        outcome = guard.handle(body["event_id"], email)
+        if outcome == alternatives.Outcome.DEFERRED:
+            queue_client.update_message(message, visibility_timeout=round(defer_s))
+            return True
+        queue_client.delete_message(message)
+        return False
+
+    ready.set()
+    go.wait()
+    idle_sleep = 0.05
+    with ThreadPoolExecutor(BATCH) as pool:
+        while not stop.is_set():
+            pages = queue_client.receive_messages(
+                messages_per_page=BATCH, visibility_timeout=60
+            ).by_page()
+            try:
+                batch = list(next(pages))
+            except StopIteration:  # an empty queue ends the pager at once
+                batch = []
+            if not batch:
+                time.sleep(idle_sleep)
+                idle_sleep = min(idle_sleep * 2, 1.0)
+                continue
+            idle_sleep = 0.05
+            deferrals += sum(pool.map(handle, batch))
+    out.put(
+        {
+            "sent": sent,
+            "deferrals": deferrals,
+            "blob_requests": blob_counter.total(),
+            "queue_requests": queue_counter.total(),
+            "blob_by_method": blob_counter.by_method(),
+        }
+    )
+
+
+def _storm(
+    name: str, instances: int, events: int, work_s: float, timeout: float, defer_s: float
+) -> dict[str, Any]:
+    run = uuid.uuid4().hex[:8]
+    queues = [f"storm-{run}-{i}" for i in range(instances)]
+    container = f"storm-{run}"
+    setup = counted_account(RequestCounter())
+    with contextlib.suppress(ResourceExistsError):
+        setup.blob_service().create_container(container)
+    clients = [setup.queue_service().get_queue_client(q) for q in queues]
+    for client in clients:
+        client.create_queue()
+    ctx = mp.get_context("spawn")
+    ready = [ctx.Event() for _ in range(instances)]
+    go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_instance,
+            args=(name, q, container, work_s, defer_s, ready[i], go, stop, out),
+            daemon=True,
+        )
+        for i, q in enumerate(queues)
+    ]
+    for proc in procs:
+        proc.start()
+    for event in ready:
+        event.wait(120)
+    started = time.monotonic()
+
+    def enqueue(client: Any) -> None:
+        for n in range(events):
+            body = {"event_id": f"evt-{n:06d}", "enqueued_at": time.time()}
+            client.send_message(json.dumps(body))
+
+    go.set()
+    with ThreadPoolExecutor(len(clients)) as pool:
+        list(pool.map(enqueue, clients))
+    drained = False
+    while time.monotonic() - started < timeout:
+        depth = sum(int(c.get_queue_properties().approximate_message_count or 0) for c in clients)
+        if depth == 0:
+            drained = True
+            break
+        if not all(proc.is_alive() for proc in procs):
+            raise RuntimeError(f"a {name} storm instance died: {[p.exitcode for p in procs]}")
+        time.sleep(0.25)
+    elapsed = time.monotonic() - started
+    stop.set()
+    reports = [out.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    for client in clients:
+        client.delete_queue()
+    setup.blob_service().delete_container(container)
+    emails = [e for r in reports for e in r["sent"]]
+    per_event = Counter(e[0] for e in emails)
+    latencies = [sent_at - enqueued_at for _, enqueued_at, sent_at in emails]
+    methods: Counter[str] = Counter()
+    for r in reports:
+        methods.update(r["blob_by_method"])
+    return {
+        "emails": len(emails),
+        "duplicates": len(emails) - len(per_event),
+        "missing": events - len(per_event),
+        "latency_p50_s": _r(percentile(latencies, 50)),
+        "latency_p99_s": _r(percentile(latencies, 99)),
+        "blob_requests_per_event": round(sum(r["blob_requests"] for r in reports) / events, 2),
+        "queue_requests_per_event": round(sum(r["queue_requests"] for r in reports) / events, 2),
+        "blob_requests_per_event_by_method": {
+            m: round(c / events, 2) for m, c in sorted(methods.items())
+        },
+        "deferrals_per_event": round(sum(r["deferrals"] for r in reports) / events, 3),
+        "wall_s": round(elapsed, 2),
+        "drained": drained,
+    }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    names = [n.strip() for n in str(args.alternatives).split(",") if n.strip()]
+    with azurite_storage():
+        os.environ.setdefault("RUNONCE_CONTAINER", "runonce")
+        results = {
+            name: _storm(
+                name,
+                args.instances,
+                args.events,
+                args.work_ms / 1000,
+                args.timeout,
+                getattr(args, "defer_seconds", DEFER_SECONDS),
+            )
+            for name in names
+        }
+    result: dict[str, Any] = {
+        "instances": args.instances,
+        "events": args.events,
+        "work_ms": args.work_ms,
+        "defer_seconds": getattr(args, "defer_seconds", DEFER_SECONDS),
+        "alternatives": results,
+    }
+    if "ours" in results and "none" in results:
+        ratio = results["ours"]["wall_s"] / max(results["none"]["wall_s"], 0.001)
+        result["ours_wall_vs_unguarded"] = round(ratio, 2)
+    if "ours" in results:
+        ours = results["ours"]
+        result["targets"] = TARGETS
+        result["targets_met"] = (
+            ours["duplicates"] == 0
+            and ours["missing"] == 0
+            and ours["blob_requests_per_event"] <= TARGETS["ours_blob_requests_per_event"]
+            and result.get("ours_wall_vs_unguarded", 0) <= TARGETS["wall_vs_unguarded"]
+        )
+    return result

@@ -1,0 +1,74 @@
+"""One structured log record per lease and run-once event, for operators to query.
+
+Every record goes to the `blobsingleton.events` logger with its dimensions as `extra`
+attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions), again
+under `custom_dimensions` (the OpenCensus handler's convention), and in the message itself as
+`event=KIND key=... token=...` pairs (values with spaces JSON-quoted), because the Python
+worker's default forwarding to the host sends the message and drops `extra`: Kusto's
+`parse-kv` reads the pairs back whichever way the record travelled. Dimensions are ids, tokens,
+durations and reasons an operator typed: never payloads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from blobsingleton._owner import instance_id
+
+log = logging.getLogger("blobsingleton.events")
+
+KINDS = frozenset(
+    {
+        "acquire",
+        "busy_skip",
+        "defer",
+        "renewal_failed",
+        "lost",
+        "takeover",
+        "break",
+        "reset",
+        "completed",
+        "stale_writer",
+    }
+)
+_WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset", "stale_writer"})
+
+
+def emit(kind: str, **dims: Any) -> None:
+    """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
+    if isinstance(values.get("duration_s"), float):
+        values["duration_s"] = round(values["duration_s"], 3)
+    dimensions = {"event": kind, **values}
+    text = " ".join(f"{name}={_quoted(value)}" for name, value in dimensions.items())
+    log.log(
+        logging.WARNING if kind in _WARNINGS else logging.INFO,
+        "%s",
+        text,
+        extra={**dimensions, "custom_dimensions": dimensions},
+    )
+
+
+def _quoted(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if not text or any(c in text for c in ' "=\\') else text
+
+
+def emit_lease(kind: str, lease: Any, **dims: Any) -> None:
+    """`emit` with what a lease knows: key, token, owner (function, invocation), held for."""
+    owner = getattr(lease, "owner", None)
+    acquired = getattr(owner, "acquired_at", None)
+    known = {
+        "key": lease.key,
+        "token": getattr(lease, "_token", None) or getattr(owner, "token", None),
+        "instance": getattr(owner, "instance", None),
+        "function": getattr(owner, "function", None) or None,
+        "invocation_id": getattr(owner, "invocation_id", None) or None,
+        "duration_s": (datetime.now(UTC) - acquired).total_seconds() if acquired else None,
+    }
+    emit(kind, **{**known, **dims})

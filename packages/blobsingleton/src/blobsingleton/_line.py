@@ -1,0 +1,108 @@
+"""A waiting line per key, so that waiters get a contended lease in arrival order.
+
+Blob leases are not fair: a holder that releases and asks again at once wins almost every
+time, because waiters only poll. The line fixes that with what Blob Storage does atomically:
+
+- A waiter takes a ticket (the sequence number of a `{lock}.tickets` page blob, incremented
+  by the service: one request, strictly increasing) and writes an entry blob
+  `{lock}.line/{ticket}` carrying the lease id it will use.
+- A fair holder does not release into the void: it lists the line and *changes* its lease to
+  the lease id of the first live entry (Change Lease). The lease is never free while someone
+  waits, so nobody can barge in, the releaser included; the head finds it holds the key on its
+  next poll (an Acquire Lease with its own id succeeds on a lease that already has that id).
+- Only the head polls the lease, and quickly; the others list the line now and then to learn
+  when they are next. Entries prove their waiter alive by being rewritten every third of a
+  lease period; one not rewritten for a period is skipped, so a dead waiter blocks the line
+  for at most one lease period (the lease handed to it expires unrenewed).
+
+Mutual exclusion is still the lease alone; the line only decides who tries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+from blobsingleton._storage import create_container_quietly, error_code, unavailable_as
+
+#: Tickets are zero-padded so that the service lists entries in ticket order.
+TICKET_DIGITS = 15
+#: Clock difference tolerated between this instance and the storage service.
+SKEW_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    ticket: int
+    lease_id: str
+    refreshed_at: float  # epoch seconds, the service's clock
+
+
+class WaitingLine:
+    """The line of one key's lock blob: join, refresh, leave, and who is first."""
+
+    def __init__(self, container: Any, lock_blob_name: str, key: str, period: float) -> None:
+        self._container = container
+        self._prefix = f"{lock_blob_name}.line/"
+        self._tickets = container.get_blob_client(f"{lock_blob_name}.tickets")
+        self.key = key
+        self.period = period
+
+    def join(self, lease_id: str) -> int:
+        """Take the next ticket and stand in line with `lease_id`: 2 requests."""
+        ticket = self._next_ticket()
+        with unavailable_as("join line"):
+            self._entry(ticket).upload_blob(b"", overwrite=True, metadata={"lease_id": lease_id})
+        return ticket
+
+    def refresh(self, ticket: int, lease_id: str) -> None:
+        """Prove this waiter alive (rewrites the entry, so its Last-Modified moves)."""
+        with unavailable_as("refresh line entry"):
+            self._entry(ticket).upload_blob(b"", overwrite=True, metadata={"lease_id": lease_id})
+
+    def leave(self, ticket: int) -> None:
+        with contextlib.suppress(ResourceNotFoundError), unavailable_as("leave line"):
+            self._entry(ticket).delete_blob()
+
+    def live(self) -> list[Entry]:
+        """The live entries in ticket order (1 request per 5,000 entries)."""
+        now = time.time()
+        entries = []
+        with unavailable_as("list line"):
+            for blob in self._container.list_blobs(name_starts_with=self._prefix,
+                                                   include=["metadata"]):  # fmt: skip
+                refreshed = _epoch(blob.last_modified)
+                if now - refreshed > self.period + SKEW_MARGIN:
+                    continue  # its waiter stopped refreshing: gone
+                ticket = int(blob.name[len(self._prefix) :])
+                entries.append(Entry(ticket, (blob.metadata or {}).get("lease_id", ""), refreshed))
+        return sorted(entries, key=lambda e: e.ticket)
+
+    def _entry(self, ticket: int) -> Any:
+        return self._container.get_blob_client(f"{self._prefix}{ticket:0{TICKET_DIGITS}d}")
+
+    def _next_ticket(self) -> int:
+        for _ in range(3):
+            try:
+                with unavailable_as("take ticket"):
+                    result = self._tickets.set_sequence_number("increment")
+                return int(result["blob_sequence_number"])
+            except HttpResponseError as error:
+                if error_code(error) not in ("BlobNotFound", "ContainerNotFound"):
+                    raise
+                if error_code(error) == "ContainerNotFound":
+                    create_container_quietly(self._container)
+                with contextlib.suppress(HttpResponseError):
+                    self._tickets.create_page_blob(0, if_none_match="*")
+        raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
+
+
+def _epoch(moment: datetime | None) -> float:
+    if moment is None:
+        return 0.0
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

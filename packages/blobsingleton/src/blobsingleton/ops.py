@@ -1,0 +1,413 @@
+"""The operator's side: list locks and run-once records, break a lock, reset a record.
+
+For any app that uses the library, over the same storage it uses (`from_settings`):
+
+    python -m blobsingleton.ops locks [--prefix P] [--json]
+    python -m blobsingleton.ops runs [--prefix P] [--state in_progress|completed|expired]
+    python -m blobsingleton.ops break KEY --reason TEXT
+    python -m blobsingleton.ops reset KEY --reason TEXT
+
+Breaking a lock is safe because of the fencing token: the next holder's token is higher than
+the one `break_lock` returns, so a store that checks tokens refuses the old holder's writes.
+Every break and reset is recorded in an audit blob (who, when, why, what was there before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import socket
+import sys
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+from azure.core.exceptions import HttpResponseError
+
+from blobsingleton import _defaults
+from blobsingleton._blob_records import BlobRecordStore
+from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
+from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._lease import MAX_PERIOD
+from blobsingleton._line import WaitingLine
+from blobsingleton._owner import Owner
+from blobsingleton._records import Record, Status
+from blobsingleton._storage import error_code, retry_on_missing_container
+from blobsingleton.errors import BlobSingletonError, InvalidKey, RecordConflict
+
+AUDIT_CONTAINER = ("OPS_AUDIT_CONTAINER", "ops-audit")
+MAX_PAGE = 200
+MAX_REASON = 500
+STATES = ("in_progress", "completed", "expired")
+
+
+class OpsError(BlobSingletonError):
+    """An operation an operator asked for cannot be done; the message says why."""
+
+
+class NotFound(OpsError, LookupError):
+    """No lock or run-once record with that key."""
+
+
+class NotHeld(OpsError):
+    """The lock is not held: there is nothing to break."""
+
+
+class InvalidRequest(OpsError, ValueError):
+    """A reason, prefix, state or page size that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing; pass `next` back as `marker` for the next one (None: the end)."""
+
+    items: list[dict[str, Any]]
+    next: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": self.items, "next": self.next}
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def validate_reason(reason: object) -> str:
+    """A break or reset needs a reason a person wrote: non-empty, printable, not too long."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidRequest("a reason is required")
+    if len(reason) > MAX_REASON:
+        raise InvalidRequest(f"the reason is {len(reason)} characters long, the limit is 500")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in reason):
+        raise InvalidRequest("the reason contains control characters")
+    return reason.strip()
+
+
+def validate_prefix(prefix: object) -> str:
+    """A key prefix to filter by ("" for all); checked like a key, so it cannot escape."""
+    if prefix in (None, ""):
+        return ""
+    try:
+        return validate_key(prefix)
+    except InvalidKey as error:
+        raise InvalidRequest(f"invalid prefix: {error}") from error
+
+
+def validate_limit(limit: object, default: int = 50) -> int:
+    """A page size from 1 to 200."""
+    if limit in (None, ""):
+        return default
+    try:
+        value = int(str(limit))
+    except ValueError as error:
+        raise InvalidRequest(f"limit must be a whole number, not {limit!r}") from error
+    if not 1 <= value <= MAX_PAGE:
+        raise InvalidRequest(f"limit must be 1 to {MAX_PAGE}, not {value}")
+    return value
+
+
+def _containers(storage: StorageAccount | None) -> tuple[Any, Any, Any]:
+    locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
+    records = _defaults.container(None, _defaults.RECORD_CONTAINER, storage)
+    audit = _defaults.container(None, AUDIT_CONTAINER, storage)
+    return locks, records, audit
+
+
+def _listing(container: Any, prefix: str, limit: int, marker: str | None, **kw: Any) -> Any:
+    """One page of blobs whose key starts with `prefix`; an absent container is empty."""
+    pages = container.list_blobs(
+        name_starts_with=encode_key(prefix) if prefix else None, results_per_page=limit, **kw
+    ).by_page(continuation_token=marker or None)
+    try:
+        page = list(next(pages))
+    except StopIteration:
+        return [], None
+    except HttpResponseError as error:
+        if error_code(error) == "ContainerNotFound":
+            return [], None
+        raise
+    return page, pages.continuation_token or None
+
+
+def _key_of(name: str) -> str | None:
+    """The key a blob name stands for, or None for a blob the library did not write."""
+    if "/" in name:
+        return None
+    key = unquote(name)
+    return key if encode_key(key) == name else None
+
+
+def _lock_item(key: str, props: Any) -> dict[str, Any]:
+    token = int(props.page_blob_sequence_number or 0)
+    owner = Owner.from_metadata(props.metadata or {})
+    current = owner is not None and owner.token == token
+    held = props.lease.state == "leased"
+    return {
+        "key": key,
+        "held": held,
+        "lease_state": str(props.lease.state),
+        "token": token,
+        "instance": owner.instance if held and current and owner else None,
+        "function": owner.function if held and current and owner else None,
+        "invocation_id": owner.invocation_id if held and current and owner else None,
+        "since": owner.acquired_at.isoformat() if held and current and owner else None,
+        "last_change": props.last_modified.isoformat() if props.last_modified else None,
+    }
+
+
+def list_locks(
+    prefix: str = "",
+    limit: int = 50,
+    marker: str | None = None,
+    *,
+    storage: StorageAccount | None = None,
+) -> Page:
+    """Every lock (held or free) whose key starts with `prefix`: one request per page.
+
+    `waiting` counts the fair waiters in the key's line (`BlobLease(fair=True)`, the default of
+    `@singleton(on_busy=WAIT)`) that refreshed their entry within the longest lease period.
+    The holder is shown once it has published its owner record (with its first renewal, or at
+    once with `publish_owner_at_acquire`); a held lock without one shows `instance: null`.
+    The storage service does not tell when a lease expires: a held lease lasts at most one
+    period (15-60 s) past its holder's last renewal.
+    """
+    locks = _containers(storage)[0]
+    blobs, following = _listing(locks, validate_prefix(prefix), limit, marker, include=["metadata"])
+    items = [_lock_item(key, b) for b in blobs if (key := _key_of(b.name)) is not None]
+    for item in items:  # fair waiters in line: one listing per held lock
+        line = WaitingLine(locks, blob_name("", item["key"]), item["key"], MAX_PERIOD)
+        item["waiting"] = len(line.live()) if item["held"] else 0
+    return Page(items, following)
+
+
+def _run_item(record: Record, now: float) -> dict[str, Any]:
+    state = str(record.status)
+    if record.status == Status.IN_PROGRESS and record.expired(now):
+        state = "expired"
+    return {
+        "key": record.key,
+        "state": state,
+        "attempt": record.attempt,
+        "owner": record.owner,
+        "started": _iso(record.started_at),
+        "expires": _iso(record.expires_at),
+        "outcome": record.result if record.status == Status.COMPLETED else None,
+    }
+
+
+def list_runs(
+    prefix: str = "",
+    state: str | None = None,
+    limit: int = 50,
+    marker: str | None = None,
+    *,
+    storage: StorageAccount | None = None,
+) -> Page:
+    """Run-once records whose key starts with `prefix`, optionally in one `state`.
+
+    One listing request per page plus one read per record; filtering by state happens after
+    the read, so a filtered page may hold fewer than `limit` items (follow `next`).
+    """
+    if state not in (None, "", *STATES):
+        raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
+    records = _containers(storage)[1]
+    store = BlobRecordStore(records)
+    blobs, following = _listing(records, validate_prefix(prefix), limit, marker)
+    now = time.time()
+    items = []
+    for blob in blobs:
+        key = _key_of(blob.name)
+        record = store.get(key) if key is not None else None
+        if record is not None:
+            item = _run_item(record, now)
+            if not state or item["state"] == state:
+                items.append(item)
+    return Page(items, following)
+
+
+def _audit(audit: Any, action: str, entry: dict[str, Any]) -> str:
+    """Write one audit blob (never overwritten); returns its name."""
+    now = datetime.now(UTC)
+    name = f"{now:%Y/%m/%d}/{now:%H%M%S.%f}-{action}-{uuid.uuid4().hex[:8]}.json"
+    body = json.dumps({"action": action, "at": now.isoformat(), **entry}, default=str).encode()
+    retry_on_missing_container(
+        audit, lambda: audit.get_blob_client(name).upload_blob(body, overwrite=False)
+    )
+    return name
+
+
+def break_lock(
+    key: str, reason: str, by: str, *, storage: StorageAccount | None = None
+) -> dict[str, Any]:
+    """Break the lease on `key` now; audited. Returns the token a new holder will exceed.
+
+    The old holder's next renewal fails (it sees the loss), and its next fenced write carries
+    a token lower than the new holder's, so a store that checks tokens refuses it.
+    """
+    validate_key(key)
+    reason = validate_reason(reason)
+    locks, _, audit = _containers(storage)
+    blob = locks.get_blob_client(blob_name("", key))
+    try:
+        before = blob.get_blob_properties()
+    except HttpResponseError as error:
+        if error.status_code == 404:
+            raise NotFound(f"no lock with key {key!r}") from error
+        raise
+    if before.lease.state != "leased":
+        raise NotHeld(f"lock {key!r} is not held ({before.lease.state}): nothing to break")
+    from azure.storage.blob import BlobLeaseClient
+
+    try:
+        BlobLeaseClient(blob).break_lease(lease_break_period=0)
+    except HttpResponseError as error:
+        if error_code(error) == "LeaseNotPresentWithLeaseOperation":
+            raise NotHeld(f"lock {key!r} was released before the break") from error
+        raise
+    token = int(blob.get_blob_properties().page_blob_sequence_number or 0)
+    previous = _lock_item(key, before)
+    entry = {"key": key, "token": token, "by": by, "reason": reason, "previous": previous}
+    audit_blob = _audit(audit, "break", entry)
+    emit("break", key=key, token=token, by=by, instance=previous["instance"])
+    return {**entry, "new_holder_token_exceeds": token, "audit_blob": audit_blob}
+
+
+def reset_run(
+    key: str, reason: str, by: str, *, storage: StorageAccount | None = None
+) -> dict[str, Any]:
+    """Delete the run-once record of `key`, so the key runs again; audited."""
+    validate_key(key)
+    reason = validate_reason(reason)
+    _, records, audit = _containers(storage)
+    store = BlobRecordStore(records)
+    record = store.get(key)
+    if record is None or record.etag is None:
+        raise NotFound(f"no run-once record with key {key!r}")
+    try:
+        store.delete(key, record.etag)
+    except RecordConflict as error:
+        raise OpsError(f"record {key!r} changed while resetting it; look again") from error
+    previous = _run_item(record, time.time())
+    entry = {"key": key, "by": by, "reason": reason, "previous": previous}
+    audit_blob = _audit(audit, "reset", entry)
+    emit("reset", key=key, by=by, state=previous["state"])
+    return {**entry, "audit_blob": audit_blob}
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any = None) -> None:
+    """A plain-text table for people: one row per item, columns padded."""
+    out = out or sys.stdout
+    rows = [[("" if item.get(c) is None else str(item.get(c))) for c in columns] for item in items]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)), file=out)
+    for row in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    if not items:
+        print("(none)", file=out)
+
+
+def default_operator() -> str:
+    """Who runs the command, for the audit record."""
+    return f"{getpass.getuser()}@{socket.gethostname()} (cli)"
+
+
+LOCK_COLUMNS = ("key", "held", "token", "instance", "function", "invocation_id", "since",
+                "waiting")  # fmt: skip
+RUN_COLUMNS = ("key", "state", "attempt", "owner", "started", "expires")
+
+
+def add_listing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefix", default="", help="only keys starting with this")
+    parser.add_argument("--limit", type=int, default=50, help="page size (1-200)")
+    parser.add_argument("--next", default=None, help="the `next` marker of the previous page")
+    parser.add_argument("--json", action="store_true", help="JSON for scripts")
+
+
+def build_parser(
+    prog: str = "python -m blobsingleton.ops", app_listings: Sequence[str] = ()
+) -> argparse.ArgumentParser:
+    """The CLI's parser; an app adds listing commands of its own (`app_listings`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in app_listings:
+        add_listing_arguments(commands.add_parser(name, help=f"the app's {name}"))
+    add_listing_arguments(commands.add_parser("locks", help="every lock, held or free"))
+    runs = commands.add_parser("runs", help="run-once records")
+    add_listing_arguments(runs)
+    runs.add_argument("--state", choices=STATES)
+    for name, text in (("break", "break a held lock"), ("reset", "free a run-once key")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("key")
+        command.add_argument("--reason", required=True, help="why (kept in the audit blob)")
+        command.add_argument("--by", default=None, help="who (default: user@host)")
+        command.add_argument("--json", action="store_true")
+    return parser
+
+
+def run_command(
+    args: argparse.Namespace, out: Any = None, storage: StorageAccount | None = None
+) -> int:
+    """Run one parsed command; errors an operator can fix print one line and return 2."""
+    out = out or sys.stdout
+    actions: dict[str, Callable[[], Any]] = {
+        "locks": lambda: list_locks(args.prefix, args.limit, args.next, storage=storage),
+        "runs": lambda: list_runs(args.prefix, args.state, args.limit, args.next, storage=storage),
+        "break": lambda: break_lock(
+            args.key, args.reason, args.by or default_operator(), storage=storage
+        ),
+        "reset": lambda: reset_run(
+            args.key, args.reason, args.by or default_operator(), storage=storage
+        ),
+    }
+    try:
+        result = actions[args.command]()
+    except (OpsError, InvalidKey) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    show(result, args, out, LOCK_COLUMNS if args.command == "locks" else RUN_COLUMNS)
+    return 0
+
+
+def show(result: Any, args: argparse.Namespace, out: Any, columns: Sequence[str]) -> None:
+    """JSON with --json; else a table for a page, or key: value lines for one result."""
+    data = result.to_dict() if isinstance(result, Page) else result
+    if args.json:
+        print(json.dumps(data, indent=2, default=str), file=out)
+    elif isinstance(result, Page):
+        print_table(result.items, columns, out)
+        if result.next:
+            print(f"more: --next {result.next}", file=out)
+    else:
+        for name, value in data.items():
+            print(f"{name}: {json.dumps(value, default=str) if isinstance(value, dict) else value}",
+                  file=out)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(build_parser().parse_args(argv))
+
+
+__all__ = [
+    "InvalidRequest",
+    "NotFound",
+    "NotHeld",
+    "OpsError",
+    "Page",
+    "break_lock",
+    "list_locks",
+    "list_runs",
+    "reset_run",
+]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The app's own operator views: batch jobs and nightly imports, next to the library's.
+
+    python -m shared.ops jobs [--prefix P] [--json]      progress and callback state per job
+    python -m shared.ops imports [--prefix P] [--json]   the last run of each account
+    python -m shared.ops locks|runs|break|reset ...      the library's (blobsingleton.ops)
+
+Reads the storage the app uses (AzureWebJobsStorage: connection string or identity settings).
+Import reports hold counts, file names and reasons only, never member data.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from blobsingleton import encode_key, ops
+from blobsingleton.errors import InvalidKey
+
+from shared.imports.accounts import InvalidAccount, validate_account
+from shared.imports.layout import imports_container
+from shared.jobs import JobSettings, JobStore, job_status
+from shared.jobs.layout import job_id_of
+
+JOB_COLUMNS = ("job_id", "status", "total", "units_done", "units_failed", "units_outstanding",
+               "callback")  # fmt: skip
+IMPORT_COLUMNS = ("account", "run_id", "status", "instance", "records", "imported", "rejected",
+                  "duration_s", "errors")  # fmt: skip
+
+
+def _callback_state(status: dict[str, Any]) -> str | None:
+    announcement = status.get("announcement")
+    if not announcement:
+        return None
+    return str(announcement.get("status") or announcement.get("state") or "recorded")
+
+
+def list_jobs(prefix: str = "", limit: int = 20, marker: str | None = None) -> ops.Page:
+    """Jobs still under `jobs/` (running, or finished and not yet archived), one page."""
+    prefix = ops.validate_prefix(prefix)
+    store = JobStore(JobSettings.from_env())
+    container = store._container  # the jobs container the store itself uses
+    pages = container.walk_blobs(
+        name_starts_with="jobs/" + encode_key(prefix), delimiter="/", results_per_page=limit
+    ).by_page(continuation_token=marker or None)
+    items = []
+    try:
+        page = list(next(pages))
+    except StopIteration:
+        page = []
+    except Exception as error:
+        if getattr(error, "status_code", None) == 404:
+            return ops.Page([], None)
+        raise
+    for entry in page:
+        job_id = job_id_of(entry.name)
+        status = job_status(store, job_id) if job_id else None
+        if status is not None:
+            items.append({**status, "callback": _callback_state(status)})
+    return ops.Page(items, pages.continuation_token or None)
+
+
+def _last_report(container: Any, account: str) -> dict[str, Any] | None:
+    """The most recently written run report of `account` (one listing, one read)."""
+    latest = None
+    for blob in container.list_blobs(name_starts_with=f"{account}/reports/"):
+        if blob.name.endswith("/report.json") and (
+            latest is None or blob.last_modified > latest.last_modified
+        ):
+            latest = blob
+    if latest is None:
+        return None
+    report: dict[str, Any] = json.loads(container.download_blob(latest.name).readall())
+    return report
+
+
+def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -> ops.Page:
+    """The last run of each account (whose name starts with `prefix`), with its report."""
+    if prefix:
+        try:
+            validate_account(prefix)
+        except InvalidAccount as error:
+            raise ops.InvalidRequest(f"invalid prefix: {error.reason}") from error
+    container = imports_container()
+    pages = container.walk_blobs(
+        name_starts_with=prefix or None, delimiter="/", results_per_page=limit
+    ).by_page(continuation_token=marker or None)
+    try:
+        page = list(next(pages))
+    except StopIteration:
+        page = []
+    except Exception as error:
+        if getattr(error, "status_code", None) == 404:
+            return ops.Page([], None)
+        raise
+    items = []
+    for entry in page:
+        if not entry.name.endswith("/"):
+            continue
+        try:
+            account = validate_account(entry.name[:-1])
+        except InvalidAccount:
+            continue
+        report = _last_report(container, account)
+        totals = (report or {}).get("totals", {})
+        items.append({
+            "account": account,
+            "run_id": report and report.get("run_id"),
+            "status": report.get("status") if report else "never run",
+            "instance": report and report.get("instance"),
+            "started_at": report and report.get("started_at"),
+            "duration_s": report and report.get("duration_s"),
+            "records": totals.get("records"),
+            "imported": totals.get("imported"),
+            "rejected": totals.get("rejected"),
+            "files_rejected": totals.get("files_rejected"),
+            "errors": len((report or {}).get("errors") or []),
+            "report": report,
+        })  # fmt: skip
+    return ops.Page(items, pages.continuation_token or None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = ops.build_parser("python -m shared.ops", ("jobs", "imports")).parse_args(argv)
+    if args.command not in ("jobs", "imports"):
+        return ops.run_command(args)
+    try:
+        page = (list_jobs if args.command == "jobs" else list_imports)(
+            args.prefix, args.limit, args.next
+        )
+    except (ops.OpsError, InvalidKey) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    columns = JOB_COLUMNS if args.command == "jobs" else IMPORT_COLUMNS
+    ops.show(page, args, sys.stdout, columns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""The Python worker's invocation contract, as devhost keeps it (issue 8 §2, issue 13 §2).
+
+Every function of the app runs through devhost's invocation path (binding built as the worker
+builds it, the worker's return rule and `$return` encoding); sample apps that break a rule fail
+with the worker's own message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import azure.functions as func
+import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.functions.timer import TimerRequest
+from azure.storage.queue import QueueClient
+from devhost_testkit import wait_for
+
+from devhost import invocation
+from devhost.indexing import IndexedFunction, IndexingError, load_functions
+from devhost.invocation import InvocationIdFilter, WorkerRuntime, invoke, thread_pool_size
+from devhost.log_levels import HostLogLevelFilter, level_for
+from devhost.queue_listener import bind_queue_message, host_trigger_metadata
+
+APPS = Path(__file__).resolve().parent / "apps"
+APP_ROOT = Path(__file__).resolve().parents[2]
+
+
+def queue_delivery(body: bytes, dequeue_count: int = 1) -> SimpleNamespace:
+    """What the queue service hands the host for one delivery."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    return SimpleNamespace(
+        id=str(uuid.uuid4()),
+        dequeue_count=dequeue_count,
+        inserted_on=now,
+        expires_on=now + timedelta(days=7),
+        next_visible_on=now + timedelta(minutes=10),
+        pop_receipt="receipt-1",
+    )
+
+
+def run(function: IndexedFunction, value: Any) -> Any:
+    """One invocation through devhost's path (the worker's runtime of this process)."""
+    return invoke(function.user_function, {function.arg_name: value}, function_name=function.name)
+
+
+def run_queue(function: IndexedFunction, body: bytes) -> Any:
+    return run(function, bind_queue_message(queue_delivery(body), body))
+
+
+def http_request(method: str, url: str, body: bytes = b"", **route: str) -> func.HttpRequest:
+    return func.HttpRequest(method, url, headers={}, params={}, route_params=route, body=body)
+
+
+def timer_request(past_due: bool = False) -> TimerRequest:
+    now = datetime.now(UTC).isoformat()
+    status = {"Last": now, "Next": now, "LastUpdated": now}
+    return TimerRequest(past_due=past_due, schedule_status=status, schedule={"AdjustForDST": True})
+
+
+_indexed: dict[str, dict[str, IndexedFunction]] = {}
+
+
+def indexed(module: str, app_dir: Path = APPS) -> dict[str, IndexedFunction]:
+    """The app's functions by name, indexed once per process as the worker indexes once."""
+    if module not in _indexed:
+        _indexed[module] = {f.name: f for f in load_functions(module, app_dir)}
+    return _indexed[module]
+
+
+class Captured(logging.Handler):
+    """Records as the worker would ship them: with the invocation id it can tie them to."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.addFilter(InvocationIdFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def ids_of(self, message: str) -> list[str]:
+        return [r.invocation_id for r in self.records if r.getMessage() == message]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def captured() -> Iterator[Captured]:
+    handler = Captured()
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(previous)
+
+
+@pytest.fixture
+def app_settings(connection_string: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    run_id = uuid.uuid4().hex[:8]
+    values = {
+        "AzureWebJobsStorage": connection_string,
+        "NOTIFICATIONS_QUEUE": f"notify-{run_id}",
+        "EMAIL_FROM": "notifications@example.com",
+        "EMAIL_OUTBOX_CONTAINER": f"outbox-{run_id}",
+        "SENDGRID_API_KEY": "",
+        "LEASE_CONTAINER": f"locks-{run_id}",
+        "RUNONCE_CONTAINER": f"runonce-{run_id}",
+        "JOBS_CONTAINER": f"jobs-{run_id}",
+        "JOB_UNITS_QUEUE": f"units-{run_id}",
+        "JOB_WATCH_SCHEDULE": "*/30 * * * * *",
+        "JOB_UNIT_HANDLER": "shared.jobs.handlers:echo",
+        "IMPORT_SCHEDULE": "0 0 2 * * *",
+        "IMPORT_QUEUE": f"imports-{run_id}",
+        "IMPORTS_CONTAINER": f"imports-{run_id}",
+        "MEMBERS_TABLE": f"Members{run_id}",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def poison_bodies(connection_string: str, queue: str) -> list[bytes]:
+    client = QueueClient.from_connection_string(connection_string, f"{queue}-poison")
+    with client:
+        return [base64.b64decode(m.content) for m in client.peek_messages(max_messages=32)]
+
+
+def poisoned(storage: Any, queue: str) -> list[bytes]:
+    try:
+        return list(storage.peek_bodies(f"{queue}-poison"))
+    except ResourceNotFoundError:
+        return []
+
+
+# --- the app: every function through the worker's path ---------------------------------
+
+
+def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
+    app_settings: dict[str, str], connection_string: str
+) -> None:
+    functions = indexed("function_app", APP_ROOT)
+    queue_and_timer = {
+        "send_notification", "run_job_unit", "fail_job_unit", "import_account",
+        "watch_jobs", "nightly_import",
+    }  # fmt: skip
+    base = "http://localhost/api"
+    http = {
+        "start_job": http_request("POST", f"{base}/jobs", b"not json"),
+        "get_job": http_request("GET", f"{base}/jobs/nope", job_id="nope"),
+        "run_import_now": http_request("POST", f"{base}/imports/../run", account="../"),
+        "ops_locks": http_request("GET", f"{base}/locks"),
+        "ops_runs": http_request("GET", f"{base}/runs"),
+        "ops_jobs": http_request("GET", f"{base}/jobs"),
+        "ops_imports": http_request("GET", f"{base}/imports"),
+        "ops_status_page": http_request("GET", f"{base}/status"),
+        "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
+        "ops_reset_run": http_request("POST", f"{base}/runs/x/reset", b"{}", key="/bad"),
+    }
+    assert set(functions) == queue_and_timer | set(http)  # a new function needs a case here
+    notification = {
+        "event_id": f"contract-{uuid.uuid4().hex[:8]}",
+        "type": "contract.check",
+        "to": "ada@example.com",
+        "subject": "contract",
+        "text": "hello",
+    }
+    # Queue and timer functions have no $return binding: each must return None.
+    assert run_queue(functions["send_notification"], json.dumps(notification).encode()) is None
+    assert run_queue(functions["send_notification"], b"not json") is None  # poisoned at once
+    assert run_queue(functions["run_job_unit"], b"{}") is None
+    assert run_queue(functions["fail_job_unit"], b"{}") is None
+    assert run_queue(functions["import_account"], b"{}") is None
+    assert run(functions["watch_jobs"], timer_request()) is None
+    assert run(functions["nightly_import"], timer_request()) is None
+    assert run(functions["nightly_import"], timer_request(past_due=True)) is None  # stored run
+    # HTTP functions: the $return value goes through the worker's http converter.
+    for name, request in http.items():
+        datum = run(functions[name], request)
+        assert datum.type == "http", name
+    assert int(run(functions["get_job"], http["get_job"]).value["status_code"].value) == 404
+
+
+def test_the_apps_functions_report_the_folder_of_the_file_that_defines_them() -> None:
+    """The worker's function_directory: the folder of `inspect.getfile` of the registered
+    callable, which the library's decorators now file under the app's source."""
+    functions = indexed("function_app", APP_ROOT).values()
+    directories = {f.contract.directory for f in functions if f.contract}
+    assert directories == {str(APP_ROOT / "functions")}
+
+
+# --- deliberately wrong apps fail with the worker's message -----------------------------
+
+
+def test_a_value_returned_without_a_return_binding_fails_with_the_workers_message() -> None:
+    functions = indexed("wrong_return_app")
+    with pytest.raises(RuntimeError) as queue_error:
+        run_queue(functions["queue_returns_value"], b"hello")
+    assert str(queue_error.value) == (
+        "function 'queue_returns_value' without a $return bindingreturned a non-None value"
+    )
+    with pytest.raises(RuntimeError, match="'timer_returns_value' without a \\$return binding"):
+        run(functions["timer_returns_value"], timer_request())
+
+
+def test_an_http_function_returning_a_dict_or_none_fails_as_in_the_worker() -> None:
+    functions = indexed("wrong_return_app")
+    request = http_request("GET", "http://localhost/api/dict")
+    with pytest.raises(TypeError) as dict_error:
+        run(functions["http_returns_dict"], request)
+    assert str(dict_error.value).startswith(
+        'unable to encode outgoing TypedData: unsupported type "'
+    )
+    assert str(dict_error.value).endswith('for Python type "dict"')
+    with pytest.raises(TypeError, match='Python type "NoneType"'):
+        run(functions["http_returns_none"], request)
+    datum = run(functions["http_returns_str"], request)
+    assert (datum.type, datum.value) == ("string", "plain text")
+
+
+def test_an_http_function_annotated_dict_fails_to_load_as_in_the_worker() -> None:
+    with pytest.raises(IndexingError) as error:
+        load_functions("annotated_dict_app", APPS)
+    assert str(error.value) == (
+        'cannot load the annotated_dict function: Python return annotation "dict" does not '
+        'match binding type "http"'
+    )
+
+
+# --- thread pool, event loop, context ---------------------------------------------------
+
+
+def test_the_sync_thread_pool_is_sized_by_python_threadpool_thread_count() -> None:
+    assert thread_pool_size({"PYTHON_THREADPOOL_THREAD_COUNT": "3"}) == 3
+    assert thread_pool_size({}) is None  # Python's default (3.9+: the worker sets no limit)
+    assert thread_pool_size({"PYTHON_THREADPOOL_THREAD_COUNT": "0"}) is None
+    assert thread_pool_size({"PYTHON_THREADPOOL_THREAD_COUNT": "many"}) is None
+    runtime = WorkerRuntime(3)
+    try:
+        assert runtime.pool._max_workers == 3
+    finally:
+        runtime.close()
+    default = WorkerRuntime(None)
+    try:
+        assert default.pool._max_workers == min(32, (os.cpu_count() or 1) + 4)
+    finally:
+        default.close()
+
+
+def test_context_loop_and_threads_are_the_workers(
+    app_settings: dict[str, str], captured: Captured
+) -> None:
+    functions = indexed("invocation_app")
+    observed = sys.modules["invocation_app"].OBSERVED
+    observed.clear()
+    run_queue(functions["sync_observer"], b"one")
+    run_queue(functions["async_observer"], b"two")
+    run_queue(functions["async_observer"], b"three")
+    sync, first_async, second_async = observed
+    assert sync["function_name"] == "sync_observer"
+    assert sync["function_directory"] == str(APPS)
+    assert sync["thread"].startswith("worker-sync")  # the worker's executor, not a host thread
+    assert sync["retry"] == (0, 0)
+    assert sync["trace_parent"].startswith("00-") and len(sync["trace_parent"]) == 55
+    assert len({sync["invocation_id"], first_async["invocation_id"]}) == 2
+    assert first_async["loop"] == second_async["loop"]  # one long-lived loop per process
+    assert first_async["thread"] == "worker-loop"
+    # Records tied to the invocation as the worker ties them; other threads' carry none.
+    assert captured.ids_of("from the function's thread") == [sync["invocation_id"]]
+    assert captured.ids_of("from a thread the function started") == [""]
+    assert captured.ids_of("from the function's task") == [
+        first_async["invocation_id"],
+        second_async["invocation_id"],
+    ]
+    assert captured.ids_of("from asyncio.to_thread") == ["", ""]
+
+
+def test_the_librarys_wrappers_keep_function_directory_and_invocation_ids(
+    app_settings: dict[str, str], captured: Captured
+) -> None:
+    functions = indexed("invocation_app")
+    observed = sys.modules["invocation_app"].OBSERVED
+    observed.clear()
+    body = b"once"
+    delivery = queue_delivery(body)
+    first = bind_queue_message(delivery, body)
+    again = bind_queue_message(delivery, body)  # same message id: @once returns the stored run
+    function = functions["async_once_observer"]
+    invoke(function.user_function, {"msg": first}, function_name=function.name)
+    invoke(function.user_function, {"msg": again}, function_name=function.name)
+    run_queue(functions["singleton_observer"], b"lease")
+    assert [o["function_directory"] for o in observed] == [str(APPS), str(APPS)]
+    stored = [r for r in captured.records if "already done" in r.getMessage()]
+    assert len(stored) == 1
+    assert stored[0].threadName != "worker-loop"  # logged from a thread the library started
+    assert stored[0].invocation_id  # type: ignore[attr-defined]
+
+
+# --- queue trigger metadata as the host builds it (issue 13 §2) ----------------------------
+
+
+def test_body_fields_override_the_queues_metadata_case_insensitively() -> None:
+    body = json.dumps({"id": "x1", "dequeuecount": 7, "other": [1]}).encode()
+    delivery = queue_delivery(body, dequeue_count=2)
+    metadata = host_trigger_metadata(delivery, body)
+    assert "id" not in metadata and "dequeuecount" not in metadata  # the host's keys kept
+    assert "other" in metadata
+    message = bind_queue_message(delivery, body)
+    assert message.id == "x1"
+    assert message.dequeue_count == 7
+    assert message.pop_receipt == "receipt-1"
+    assert message.insertion_time == delivery.inserted_on
+    plain = bind_queue_message(delivery, b"not json")
+    assert (plain.id, plain.dequeue_count) == (delivery.id, 2)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"DequeueCount": "many"}, {"InsertionTime": "yesterday"}, {"ExpirationTime": [1]}],
+)
+def test_a_body_breaking_the_metadata_fails_decoding_before_the_function_runs(
+    fields: dict[str, Any],
+) -> None:
+    body = json.dumps(fields).encode()
+    with pytest.raises((ValueError, TypeError)):
+        bind_queue_message(queue_delivery(body), body)
+
+
+def test_a_body_overriding_host_metadata_is_poisoned_at_once_with_the_copys_real_id(
+    app_settings: dict[str, str], connection_string: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    functions = indexed("function_app", APP_ROOT)
+    body = json.dumps({"id": "x1", "event_id": "e1", "to": "ada@example.com"}).encode()
+    with caplog.at_level(logging.WARNING, logger="shared.poison"):
+        assert run_queue(functions["send_notification"], body) is None  # one attempt, done
+    queue = app_settings["NOTIFICATIONS_QUEUE"]
+    assert poison_bodies(connection_string, queue) == [body]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "shared.poison"]
+    assert "'x1' (an id its body set; the queue's own id is not available)" in line
+    assert "as message " in line and "sets host metadata field(s) Id" in line
+
+
+# --- log levels -------------------------------------------------------------------------
+
+
+def test_host_json_log_levels_pick_the_most_specific_category() -> None:
+    rules = {"default": "Warning", "Function": "Information", "Function.noisy.User": "Error"}
+    assert level_for("Function.quiet.User", rules) == logging.INFO
+    assert level_for("Function.noisy.User", rules) == logging.ERROR
+    assert level_for("default", {}) == logging.INFO
+    with pytest.raises(ValueError, match="not a log level"):
+        HostLogLevelFilter({"default": "Loud"})
+
+
+def test_the_app_quiets_azure_core_http_logging_unless_host_json_raises_it(
+    tmp_path: Path,
+) -> None:
+    from shared.app_logging import HTTP_LOGGING_CATEGORY, configured_level
+
+    assert configured_level(HTTP_LOGGING_CATEGORY, APP_ROOT) == logging.WARNING
+    (tmp_path / "host.json").write_text(
+        json.dumps({"logging": {"logLevel": {HTTP_LOGGING_CATEGORY.upper(): "Information"}}})
+    )
+    assert configured_level(HTTP_LOGGING_CATEGORY, tmp_path) == logging.INFO
+    import function_app  # noqa: F401 - importing the app applies it
+
+    assert logging.getLogger(HTTP_LOGGING_CATEGORY).getEffectiveLevel() == logging.WARNING
+
+
+def test_invocation_ids_are_one_runtime_per_process() -> None:
+    assert invocation.runtime() is invocation.runtime()
+
+
+def test_an_undecodable_metadata_override_uses_every_attempt_as_on_azure(
+    start_host: Any, base_settings: dict[str, Any], storage: Any, records: Any
+) -> None:
+    """The worker fails such a message before any app code runs, and the host counts that
+    as a failed attempt: it reaches the poison queue after maxDequeueCount, never sooner."""
+    settings = {
+        **base_settings,
+        "AzureFunctionsJobHost__extensions__queues__maxDequeueCount": "2",
+    }
+    host = start_host(settings)
+    queue = settings["SAMPLE_QUEUE"]
+    body = json.dumps({"DequeueCount": "many"}).encode()
+    storage.queue(queue).send_message(body)
+    wait_for(lambda: poisoned(storage, queue) == [body])
+    wait_for(lambda: host.totals().failures == {"sample_queue": 2})  # stats lag a report
+    assert records.where(function="sample_queue") == []  # the function never ran

@@ -1,0 +1,110 @@
+"""Helpers for the operations tests: seed locks, run-once records, jobs and import reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import azure.functions as func
+from blobsingleton import BlobLease, BlobRecordStore, Owner, Record, Status
+
+from shared import storage
+from shared.imports.report import RunReport
+from shared.jobs import JobRequest, JobSettings, JobStore, submit_job
+
+
+@dataclass(frozen=True)
+class OpsEnv:
+    """The per-test containers and queues the app's settings point at."""
+
+    locks: str
+    runs: str
+    audit: str
+    jobs: str
+    units_queue: str
+    imports: str
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "LEASE_CONTAINER": self.locks,
+            "RUNONCE_CONTAINER": self.runs,
+            "OPS_AUDIT_CONTAINER": self.audit,
+            "JOBS_CONTAINER": self.jobs,
+            "JOB_UNITS_QUEUE": self.units_queue,
+            "IMPORTS_CONTAINER": self.imports,
+        }
+
+    def audit_entries(self) -> list[dict[str, Any]]:
+        container = storage.blob_service().get_container_client(self.audit)
+        if not container.exists():
+            return []
+        return [
+            json.loads(container.download_blob(b.name).readall()) for b in container.list_blobs()
+        ]
+
+
+def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    """Poll a storage-side condition (there is no event to wait on) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(0.2)
+
+
+def hold_lock(key: str, function: str = "import_account", invocation: str = "inv-1") -> BlobLease:
+    """A lease held by this process, its owner record published at once (as a long hold's is)."""
+    owner = Owner(function=function, invocation_id=invocation)
+    return BlobLease(key, owner=owner, publish_owner_at_acquire=True).acquire(timeout=10)
+
+
+def put_record(key: str, status: Status, *, expires_in: float = 300.0, result: Any = None) -> None:
+    now = time.time()
+    BlobRecordStore().put_if_absent(
+        Record(key, status, now + expires_in, now - 5, result=result, owner="host-7")
+    )
+
+
+def start_job(job_id: str, units: int) -> None:
+    """A job whose units are queued and not yet run: in progress."""
+    settings = JobSettings.from_env()
+    body = {
+        "job_id": job_id,
+        "units": [{"id": f"u{i}", "payload": {"n": i}} for i in range(units)],
+        "callback_url": "http://127.0.0.1:9/done",
+    }
+    submit_job(JobRequest.parse(json.dumps(body), max_units=100), JobStore(settings))
+
+
+def write_import_report(account: str, run_id: str, imported: int, rejected: int) -> None:
+    report = RunReport(account, run_id, run_id, "nightly", token=4)
+    report.finish("completed")
+    data = report.to_dict()
+    data["totals"].update(records=imported + rejected, imported=imported, rejected=rejected)
+    container = storage.blob_service().get_container_client(report_container())
+    if not container.exists():
+        container.create_container()
+    container.upload_blob(f"{account}/reports/{run_id}/report.json", json.dumps(data))
+
+
+def report_container() -> str:
+    from shared.imports.layout import container_name
+
+    return container_name()
+
+
+def call(function: Any, method: str = "GET", route: str = "", *, params: dict[str, str] | None =
+         None, route_params: dict[str, str] | None = None, body: Any = None,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:  # fmt: skip
+    """Call an HTTP function as the worker does; returns status and the parsed JSON body."""
+    raw = (
+        body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
+    )
+    request = func.HttpRequest(
+        method, f"http://localhost/api/{route}", params=params or {},
+        route_params=route_params or {}, body=raw, headers=headers or {},
+    )  # fmt: skip
+    response = function(request)
+    return response.status_code, json.loads(response.get_body() or b"null")
