@@ -90,8 +90,8 @@ def summary(
         verdict,
         f"Instances' log: {log_file or 'streamed above (--verbose)'}",
         "Look next:",
-        f"  - the outbox: container outbox-{guarded.run_id} holds one email per event "
-        f"(Azurite's data is kept in {run_dir / 'azurite'})",
+        f"  - the outbox: container outbox-{guarded.run_id} holds one email per event; to browse "
+        f"it: npx azurite --skipApiVersionCheck --location {run_dir / 'azurite'}",
         f"  - the storm with no guard: python -m devhost scenario notifications --app "
         f"{UNGUARDED_APP} --azurite",
         "  - why it holds, and where it cannot: README, 'What is guaranteed, and what is not'",
