@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import importlib
 import pickle
+import pkgutil
 
 import blobsingleton
 import pytest
-from blobsingleton import errors, schedules
+from blobsingleton import errors, ops, schedules
 
 SAMPLES: list[BaseException] = [
     errors.SettingMissing("AzureWebJobsStorage", "neither a connection string nor identity"),
@@ -24,10 +26,18 @@ SAMPLES: list[BaseException] = [
     errors.RecordConflict("ConditionNotMet"),
     schedules.InvalidSchedule("0 0 25 * * *", "hour: 25 is outside 0-23", "nightly_import"),
     schedules.NoOccurrence("0 0 0 30 Feb *"),
+    ops.OpsError("the operation cannot be done"),
+    ops.NotFound("no lock with key 'k'"),
+    ops.NotHeld("lock 'k' is not held (available): nothing to break"),
+    ops.InvalidRequest("a reason is required"),
 ]
 
 
 def every_error_class() -> set[type]:
+    """Every public error class, whichever modules the test run happened to import (all public
+    modules are imported here, so the answer does not depend on test order)."""
+    for module in pkgutil.iter_modules(blobsingleton.__path__):
+        importlib.import_module(f"blobsingleton.{module.name}")
     found, todo = set(), [errors.BlobSingletonError]
     while todo:
         cls = todo.pop()
@@ -59,3 +69,5 @@ def test_errors_subclass_the_builtin_they_behave_like() -> None:
     assert issubclass(errors.SettingMissing, LookupError)
     assert issubclass(errors.KeyTemplateError, LookupError)
     assert issubclass(schedules.NoOccurrence, LookupError)
+    assert issubclass(ops.NotFound, LookupError)
+    assert issubclass(ops.InvalidRequest, ValueError)
