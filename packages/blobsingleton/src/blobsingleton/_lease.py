@@ -267,6 +267,8 @@ class BaseLease(ABC):
         Every third of the period; a transient failure is retried after at most a second
         until the period runs out, then the lease is declared lost.
         """
+        if self._lost_error is not None:
+            return None  # renewing a lease given up for lost would only block the key longer
         interval = self.period / 3
         sent_at = self._clock()
         try:

@@ -212,13 +212,15 @@ class OnceHandler:
         self._claimed = record
         if self.in_progress_timeout > 0:
             self._stop_beating.clear()
-            self._heartbeat = threading.Thread(
-                target=thread_target(self._beat),
-                name=f"once-heartbeat-{self.key[:40]}",
-                daemon=True,
-            )
-            self._heartbeat.start()
+            self._start_beating()
         return Outcome(Decision.EXECUTE, record)
+
+    def _start_beating(self) -> None:
+        """Beat from a thread; a test overrides this and drives `_beat_step` itself."""
+        self._heartbeat = threading.Thread(
+            target=thread_target(self._beat), name=f"once-heartbeat-{self.key[:40]}", daemon=True
+        )
+        self._heartbeat.start()
 
     def _take_claim(self) -> Record:
         self._stop_beating.set()
@@ -234,24 +236,29 @@ class OnceHandler:
     def _beat(self) -> None:
         """Push the claimed record's expiry ahead until the run ends or the key is lost."""
         interval = self.in_progress_timeout / BEATS_PER_TIMEOUT
-        while not self._stop_beating.wait(interval):
-            with self._claim_lock:
-                claimed = self._claimed
-                if claimed is None:
-                    return
-                alive = claimed.with_(expires_at=self.clock() + self.in_progress_timeout)
-                try:
-                    self._claimed = self.store.replace(alive, claimed.etag or "")
-                except RecordConflict:
-                    log.warning(
-                        "run-once %s: record changed under this run (taken over after it "
-                        "expired): this run no longer owns the key",
-                        self.key,
-                    )
-                    self.lost.set()
-                    return
-                except Exception as error:  # storage trouble: try again next beat
-                    log.warning("run-once %s: heartbeat failed: %r", self.key, error)
+        while not self._stop_beating.wait(interval) and self._beat_step():
+            pass
+
+    def _beat_step(self) -> bool:
+        """One beat; False once there is nothing left to beat for (run over, or key lost)."""
+        with self._claim_lock:
+            claimed = self._claimed
+            if claimed is None:
+                return False
+            alive = claimed.with_(expires_at=self.clock() + self.in_progress_timeout)
+            try:
+                self._claimed = self.store.replace(alive, claimed.etag or "")
+            except RecordConflict:
+                log.warning(
+                    "run-once %s: record changed under this run (taken over after it "
+                    "expired): this run no longer owns the key",
+                    self.key,
+                )
+                self.lost.set()
+                return False
+            except Exception as error:  # storage trouble: try again next beat
+                log.warning("run-once %s: heartbeat failed: %r", self.key, error)
+            return True
 
     def retry_after(self, record: Record, now: float | None = None) -> float:
         """Seconds until a busy record could next change: its expiry, if its run stops beating."""
