@@ -190,7 +190,7 @@ class LeaseModel(RuleBasedStateMachine):
 
 
 LeaseModel.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=max(150, settings.default.max_examples),  # the --long profile asks for more
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

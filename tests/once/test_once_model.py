@@ -13,25 +13,33 @@ library decides; the model predicts the record. After every step:
 - a busy copy is told to come back no sooner than the record could change (its expiry), and
   no later than one timeout after: one deferral per copy, not a poll loop.
 
-In-memory store and fake clock: milliseconds. The Azurite twins are in test_once.py and
+In-memory store and fake clock: milliseconds; the same machine runs on blob records in Azurite
+with --long. The process-level twins are in test_once.py and
 tests/notifications/test_notification_crash.py.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import dataclass
 
-from blobsingleton import Mode, Status
+import pytest
+from blobsingleton import BlobRecordStore, Mode, RecordStore, Status
 from blobsingleton._once_handler import Decision, OnceHandler
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from tests.lease.memory import FakeClock
 from tests.once.memory import MemoryRecordStore
 
-KEY = "email-42"
 TIMEOUT = 15.0
 RETENTION = 10.0**9  # kept for the whole run: a second completion would be a duplicate
 TICKS = st.sampled_from([0.5, 1.0, 4.0, 5.0, 14.5, 15.0, 16.0, 31.0])
@@ -63,10 +71,11 @@ class Predicted:
 class OnceModel(RuleBasedStateMachine):
     mode = Mode.AT_LEAST_ONCE
 
-    def __init__(self) -> None:
+    def __init__(self, store: RecordStore | None = None) -> None:
         super().__init__()
         self.clock = FakeClock(start=1_700_000_000.0)
-        self.store = MemoryRecordStore()
+        self.store = store or MemoryRecordStore()
+        self.key = f"email-{uuid.uuid4().hex[:12]}"  # a store may outlive one example
         self.record: Predicted | None = None
         self.runs: dict[int, Run] = {}
         self.ids = itertools.count(1)
@@ -76,7 +85,7 @@ class OnceModel(RuleBasedStateMachine):
     def _handler(self) -> SteppedHandler:
         return SteppedHandler(
             self.store,
-            KEY,
+            self.key,
             mode=self.mode,
             in_progress_timeout=TIMEOUT,
             retention=RETENTION,
@@ -174,7 +183,7 @@ class OnceModel(RuleBasedStateMachine):
     # -- invariants ------------------------------------------------------------------------------
     @invariant()
     def the_store_holds_the_predicted_record(self) -> None:
-        stored = self.store.records.get(KEY)
+        stored = self.store.get(self.key)
         if self.record is None:
             assert stored is None
             return
@@ -206,7 +215,7 @@ class AtMostOnceModel(OnceModel):
 
 
 _SETTINGS = settings(
-    max_examples=150,
+    max_examples=max(150, settings.default.max_examples),  # the --long profile asks for more
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -215,3 +224,21 @@ OnceModel.TestCase.settings = _SETTINGS
 AtMostOnceModel.TestCase.settings = _SETTINGS
 TestAtLeastOnce = OnceModel.TestCase
 TestAtMostOnce = AtMostOnceModel.TestCase
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("model", [OnceModel, AtMostOnceModel], ids=lambda m: m.mode.value)
+def test_the_model_holds_on_blob_records_in_azurite(
+    storage_env: str, model: type[OnceModel]
+) -> None:
+    """The same machine on the blob store: real conditional writes and etags, over HTTP."""
+    store = BlobRecordStore()
+    run_state_machine_as_test(
+        lambda: model(store),
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
