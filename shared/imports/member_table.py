@@ -23,9 +23,7 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableTransactionError, UpdateMode
-from blobsingleton import settings
-from blobsingleton._events import emit
-from blobsingleton._owner import instance_id
+from blobsingleton import emit_event, instance_id, settings
 
 from shared import storage
 from shared.imports.keys import LEASE_KEY
@@ -249,7 +247,7 @@ class FencedMemberWriter:
     def _stale(self, newer: int | None) -> StaleHolder:
         error = StaleHolder(self.account, self.token, newer)
         log.error("%s (account %s)", error, self.account)
-        emit("stale_writer", key=LEASE_KEY.format(account=self.account), token=self.token)
+        emit_event("stale_writer", key=LEASE_KEY.format(account=self.account), token=self.token)
         return error
 
 

@@ -21,12 +21,13 @@ from blobsingleton._connection import (
     set_client_options,
     set_default_credential,
 )
+from blobsingleton._events import emit as emit_event
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import BaseLease
 from blobsingleton._lock_blob import LockState
 from blobsingleton._once import once
 from blobsingleton._once_handler import Mode
-from blobsingleton._owner import Owner
+from blobsingleton._owner import Owner, instance_id
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._shutdown import install_signal_handlers, release_all
@@ -84,9 +85,11 @@ __all__ = [
     "__version__",
     "blob_name",
     "current_lease",
+    "emit_event",
     "encode_key",
     "from_settings",
     "install_signal_handlers",
+    "instance_id",
     "once",
     "read_lock",
     "release_all",
