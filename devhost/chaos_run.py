@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+from urllib.parse import unquote
 
+from azure.core.exceptions import ResourceNotFoundError
 from blobsingleton import from_settings, ops
 
 from devhost import services
@@ -59,7 +61,7 @@ log = logging.getLogger("devhost.chaos")
 #: retry but are not starved.
 RATES = FaultRates(reset=0.05, stall=0.03, latency=0.1, stall_seconds=30.0, latency_seconds=0.2)
 SERVICES = ("blob", "queue", "table")
-ROWS_PER_ACCOUNT = 1500
+ROWS_PER_ACCOUNT = 2500
 UNITS_PER_JOB = 40
 #: Hostile bodies fed on purpose, by the setting naming their queue: each must end in poison.
 HOSTILE = {
@@ -160,7 +162,16 @@ class Chaos:
         self.job_run = JobRun.new(DEVHOST_INVOCATION_VISIBILITY="20")
         rid = self.job_run.run_id
         self.run_id = rid
-        self.accounts = [f"acct-{i:02d}" for i in range(max(3, int(seconds // 30)))]
+        regular = [f"acct-{i:02d}" for i in range(max(3, int(seconds // 30)))]
+        #: One more account per pause, whose files arrive at the pause's time: its import
+        #: gives the pause a lease holder to stop whenever the schedule puts it.
+        self.pause_accounts = {
+            i: f"acct-p{i:02d}"
+            for i, f in enumerate(self.schedule)
+            if f.kind == "pause_lease_holder"
+        }
+        self.accounts = regular + list(self.pause_accounts.values())
+        self.regular_accounts = len(regular)
         self.events = max(40, int(seconds))
         self.job_ids = [f"{rid}-job{j:02d}" for j in range(max(3, int(seconds // 30)))]
         self.containers = {
@@ -196,7 +207,7 @@ class Chaos:
             **self.job_run.settings,
             **self.containers,
             **self.queues,
-            "IMPORT_SCHEDULE": "*/10 * * * * *",  # fans out again and again: once per night
+            "IMPORT_SCHEDULE": "*/5 * * * * *",  # fans out again and again: once per night
             "IMPORT_ACCOUNTS": None,  # the accounts whose files have arrived
             "MEMBERS_TABLE": self.table,
             "IMPORT_REPORT_TO": "chaos-ops@example.com",
@@ -246,8 +257,11 @@ class Chaos:
         for n in range(1, self.events + 1):
             body = json.dumps(notifications.event(n)).encode()
             actions.append((span * (n - 1) / self.events, partial(self._send_round, body)))
-        for k in range(1, len(self.accounts)):
-            actions.append((span * k / len(self.accounts), partial(self._upload, k)))
+        for k in range(1, self.regular_accounts):
+            actions.append((span * k / self.regular_accounts, partial(self._upload, k)))
+        for index, name in self.pause_accounts.items():
+            at = self.schedule[index].at
+            actions.append((at, partial(self._upload, self.accounts.index(name))))
         for j, job_id in enumerate(self.job_ids):
             at = span * j / len(self.job_ids)
             actions.append((at, partial(self._submit, job_id, receiver_url)))
@@ -276,30 +290,39 @@ class Chaos:
     # the faults
 
     def inject(self, supervisor: Supervisor, azurite: RestartableAzurite) -> None:
-        timers: list[threading.Timer] = []
-        for fault in self.schedule:
-            if self.stop.wait(max(0.0, self.started_at + fault.at - time.time())):
-                break
+        """Carry out the schedule on time. A pause waits (in its own thread, until the end of
+        the fault window at most) for a lease holder to show, so it never delays the others."""
+        done: dict[int, ExecutedFault] = {}
+        helpers: list[threading.Thread] = []
+
+        def carry_out(index: int, fault: ScheduledFault) -> None:
             try:
-                done = self._execute(fault, supervisor, azurite, timers)
+                result = self._execute(fault, supervisor, azurite)
             except Exception as error:
                 log.exception("fault %s failed", fault.kind)
-                done = ExecutedFault(self._now(), fault.kind, fault.instance, None,
-                                     f"error: {error!r}", injected=False)  # fmt: skip
-            log.warning("fault at %.1f s: %s %s", done.at, done.kind, done.detail)
-            self.executed.append(done)
-        for timer in timers:
-            timer.join()
+                result = ExecutedFault(self._now(), fault.kind, fault.instance, None,
+                                       f"error: {error!r}", injected=False)  # fmt: skip
+            log.warning("fault at %.1f s: %s %s", result.at, result.kind, result.detail)
+            done[index] = result
+
+        for index, fault in enumerate(self.schedule):
+            if self.stop.wait(max(0.0, self.started_at + fault.at - time.time())):
+                break
+            if fault.kind == "pause_lease_holder":
+                helper = threading.Thread(target=carry_out, args=(index, fault), daemon=True)
+                helper.start()
+                helpers.append(helper)
+            else:
+                carry_out(index, fault)
+        for helper in helpers:
+            helper.join()
+        self.executed = [done[i] for i in sorted(done)]
 
     def _now(self) -> float:
         return round(time.time() - self.started_at, 2)
 
     def _execute(
-        self,
-        fault: ScheduledFault,
-        supervisor: Supervisor,
-        azurite: RestartableAzurite,
-        timers: list[threading.Timer],
+        self, fault: ScheduledFault, supervisor: Supervisor, azurite: RestartableAzurite
     ) -> ExecutedFault:
         if fault.kind == "kill_instance":
             assert fault.instance is not None
@@ -315,18 +338,18 @@ class Chaos:
                 at = self._now()
                 down = azurite.restart()
             return ExecutedFault(at, fault.kind, detail=f"down {down:.1f} s, data kept")
-        holder = self._lease_holder(supervisor, timeout=PAUSE_SECONDS)
+        holder = self._lease_holder(supervisor, until=self.started_at + self.faults_end)
         if holder is None:
             return ExecutedFault(self._now(), fault.kind, detail="no lease held", injected=False)
         instance, pid, key, token = holder
         os.kill(pid, signal.SIGSTOP)
+        at = self._now()
         with self._paused_lock:
             self._paused.add(pid)
-        timer = threading.Timer(PAUSE_SECONDS, self._resume, (pid,))
-        timer.start()
-        timers.append(timer)
+        if not self.stop.wait(PAUSE_SECONDS):
+            self._resume(pid)
         detail = f"SIGSTOP holder of {key} (token {token}) for {PAUSE_SECONDS:.0f} s"
-        return ExecutedFault(self._now(), fault.kind, instance, pid, detail)
+        return ExecutedFault(at, fault.kind, instance, pid, detail)
 
     def _resume(self, pid: int) -> None:
         with self._paused_lock:
@@ -343,68 +366,107 @@ class Chaos:
             self._resume(pid)
 
     def _lease_holder(
-        self, supervisor: Supervisor, timeout: float
+        self, supervisor: Supervisor, until: float
     ) -> tuple[int, int, str, int] | None:
-        """(instance, pid, key, token) of a running instance holding an import lease, read from
-        the lock blob's lease state and owner record (published with the holder's first
-        renewal); one already paused is passed over, its lease is still held until it expires."""
-        deadline = time.monotonic() + timeout
-        while not self.stop.is_set():
+        """(instance, pid, key, token) of a running instance holding an import lease.
+
+        The lock blob gives the lease state and its fencing token; the holder's instance id
+        comes from the owner record (published with its first renewal, 5 s in) or, sooner,
+        from the import's attempt log for that token. A paused holder is passed over (its
+        lease is held until it expires), and so is a killed process's lease."""
+        while not self.stop.is_set() and time.time() < until:
             with self.gate:
                 page = ops.list_locks("import-", limit=100, storage=from_settings())
             with self._paused_lock:
                 paused = set(self._paused)
             for lock in page.items:
-                instance = str(lock.get("instance") or "")
-                if not (lock["held"] and instance.startswith("devhost-")):
+                if not lock["held"]:
                     continue
-                number = int(instance.removeprefix("devhost-"))
-                since = datetime.fromisoformat(lock["since"]).timestamp()
+                found = self._holder_of(lock)
+                if found is None:
+                    continue
+                number, since = found
                 if since < self._killed_at.get(number, 0.0):
                     continue  # a killed process's lease, not yet expired: not its successor's
                 pid = supervisor.pid(number)
                 if pid is not None and pid not in paused:
                     return number, pid, lock["key"], lock["token"]
-            if time.monotonic() > deadline:
-                return None
             self.stop.wait(0.2)
         return None
 
+    def _holder_of(self, lock: dict[str, Any]) -> tuple[int, float] | None:
+        """(instance number, acquired at) of a held import lock, or None if not known yet."""
+        from shared.imports.layout import Layout
+
+        instance = str(lock.get("instance") or "")
+        if instance.startswith("devhost-"):
+            since = datetime.fromisoformat(str(lock["since"])).timestamp()
+            return int(instance.removeprefix("devhost-")), since
+        account = str(lock["key"]).removeprefix("import-")
+        name = Layout(account, datetime.now(UTC).date().isoformat()).attempt(int(lock["token"]))
+        try:
+            with self.gate:
+                data = json.loads(self._imports_container().download_blob(name).readall())
+        except ResourceNotFoundError:
+            return None  # the holder has not started its attempt yet
+        instance = str(data.get("instance") or "")
+        if data.get("outcome") is not None or not instance.startswith("devhost-"):
+            return None
+        return int(instance.removeprefix("devhost-")), float(data["started_at"])
+
     # settling and checking
 
-    def settled(self, supervisor: Supervisor, store: Any, receiver: CallbackReceiver) -> bool:
-        """Queues empty, nothing in flight, every account reported, every job archived."""
-        if supervisor.totals().in_flight:
-            return False
-        if sum(_common.queue_depths(self._work_queues()).values()):
-            return False
+    def settled(self, store: Any, receiver: CallbackReceiver) -> bool:
+        """Every account reported, every job called back and archived, then the notification
+        and unit queues empty (a message being worked on is invisible, but counted).
+
+        The import queue and the instances' in-flight count are not waited for: the nightly
+        timer fires every 5 s on every instance and fans out again (skipped by `@once`)."""
         container = self._imports_container()
         for name in self.accounts:
             blobs = container.list_blobs(name_starts_with=f"{name}/reports/")
             if not any(b.name.endswith("/report.json") for b in blobs):
                 return False
         called = set(receiver.by_job())
-        return all(j in called and store.read_job(j) is None for j in self.job_ids)
+        if not all(j in called and store.read_job(j) is None for j in self.job_ids):
+            return False
+        if sum(_common.queue_depths(self._work_queues()).values()):
+            return False
+        outbox = self._container("EMAIL_OUTBOX_CONTAINER")
+        emailed = {unquote(b.name.partition("/")[0]) for b in outbox.list_blobs()}
+        return self.expected_event_ids() <= emailed
+
+    def expected_event_ids(self) -> set[str]:
+        """The notification events fed, and one import summary per account for tonight."""
+        from shared.imports.keys import summary_event_id
+
+        today = datetime.now(UTC).date().isoformat()
+        expected = {notifications.event(n)["event_id"] for n in range(1, self.events + 1)}
+        return expected | {summary_event_id(a, today) for a in self.accounts}
 
     def _work_queues(self) -> list[str]:
-        return [q for q in self.all_queues() if not q.endswith("-poison")]
+        return [
+            q
+            for q in self.all_queues()
+            if not q.endswith("-poison") and q != self.queues["IMPORT_QUEUE"]
+        ]
+
+    def _container(self, setting: str) -> Any:
+        account = from_settings().with_options(raw_request_hook=_common.scenario_counter)
+        return account.blob_service().get_container_client(self.containers[setting])
 
     def _imports_container(self) -> Any:
-        account = from_settings().with_options(raw_request_hook=_common.scenario_counter)
-        return account.blob_service().get_container_client(self.containers["IMPORTS_CONTAINER"])
+        return self._container("IMPORTS_CONTAINER")
 
     def check(self, receiver: CallbackReceiver) -> list[Invariant]:
         from azure.data.tables import TableServiceClient
 
-        from shared.imports.keys import summary_event_id
         from shared.imports.member_table import STATE_ROW
         from shared.notifications.outbox import read_outbox
 
         emails = read_outbox(self.containers["EMAIL_OUTBOX_CONTAINER"])
         sent = [SentEmail(e.event_id, self._at(e.created)) for e in emails]
-        today = datetime.now(UTC).date().isoformat()
-        expected = {notifications.event(n)["event_id"] for n in range(1, self.events + 1)}
-        expected |= {summary_event_id(a, today) for a in self.accounts}
+        expected = self.expected_event_ids()
 
         members = TableServiceClient.from_connection_string(
             os.environ["AzureWebJobsStorage"], raw_request_hook=_common.scenario_counter
@@ -552,7 +614,7 @@ def run(
                     store = chaos.job_run.store()
                     while time.monotonic() - settle_from < limit:
                         with contextlib.suppress(Exception):
-                            if chaos.settled(supervisor, store, receiver):
+                            if chaos.settled(store, receiver):
                                 settled = True
                                 break
                         time.sleep(1.0)

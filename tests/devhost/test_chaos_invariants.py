@@ -75,12 +75,22 @@ def test_imports_hold_with_one_completed_run_despite_a_takeover() -> None:
     assert result.held and result.numbers["attempts"] == 2
 
 
-def test_imports_break_on_a_second_run_a_stale_write_or_missing_rows() -> None:
-    for broken in (_account(completed_runs=2), _account(stale_writes=1),
+def test_imports_break_on_no_completed_run_a_stale_write_or_missing_rows() -> None:
+    for broken in (_account(completed_runs=0), _account(stale_writes=1), _account(imported=200),
                    _account(members_in_table=99), _account(files_left_in_incoming=1)):  # fmt: skip
         result = check_imports([_account(), broken])
         assert not result.held
         assert result.numbers["imported_once"] == 1
+
+
+def test_a_rerun_after_a_lost_completion_is_counted_and_listed() -> None:
+    result = check_imports([_account(), _account(completed_runs=2, attempts=3)])
+    assert result.held  # the data shows one import: the re-run wrote nothing more
+    assert result.numbers["reruns"] == 1 and result.numbers["exactly_one_completed_run"] == 1
+    [problem] = result.problems
+    assert problem["kind"] == "rerun" and problem["within_documented_window"]
+    doubled = check_imports([_account(completed_runs=2, imported=200)])
+    assert not doubled.held and [p["kind"] for p in doubled.problems] == ["import"]
 
 
 def test_callbacks_once_or_same_key_repeat_hold() -> None:
