@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--log-level",
         default=os.environ.get("DEVHOST_LOG_LEVEL"),
-        help="default: WARNING for run (one line per instance, then problems only), else INFO",
+        help="default: WARNING for run and chaos (problems only), else INFO",
     )
 
     parser = argparse.ArgumentParser(
