@@ -5,6 +5,8 @@ python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
                       [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
 python -m devhost scenario notifications --instances 8 --events 1000 [--json]
 python -m devhost demo             (the storm with and without @once, on a private Azurite)
+python -m devhost chaos --instances 8 --minutes 3 [--seed N] [--json]
+                                   (all flows under seeded faults; exit 0 if every invariant held)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import signal
 import sys
 import threading
 
-from devhost import demo, scenarios
+from devhost import chaos_run, demo, scenarios
 from devhost.app_settings import parse_assignment
 from devhost.scenarios import _common as scenario_common
 from devhost.supervisor import (
@@ -136,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--log-level",
         default=os.environ.get("DEVHOST_LOG_LEVEL"),
-        help="default: WARNING for run (one line per instance, then problems only), else INFO",
+        help="default: WARNING for run and chaos (problems only), else INFO",
     )
 
     parser = argparse.ArgumentParser(
@@ -200,7 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(handler=cmd_demo)
+
+    chaos = commands.add_parser(
+        "chaos", parents=[common], help="every flow under seeded faults; checks the invariants"
+    )
+    chaos_run.add_arguments(chaos)
+    chaos.set_defaults(handler=cmd_chaos)
     return parser
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    _interrupt_on_sigterm()
+    return chaos_run.main(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -212,7 +225,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.log_level is None:
-        args.log_level = "WARNING" if args.command == "run" else "INFO"
+        args.log_level = "WARNING" if args.command in ("run", "chaos") else "INFO"
     configure_logging("host", args.log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

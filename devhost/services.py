@@ -104,18 +104,23 @@ class Azurite:
 
 @contextlib.contextmanager
 def azurite(
-    data_dir: str | None = None, *, oauth_tls: tuple[Path, Path] | None = None
+    data_dir: str | None = None,
+    *,
+    oauth_tls: tuple[Path, Path] | None = None,
+    ports: tuple[int, int, int] | None = None,
 ) -> Iterator[Azurite]:
     """Run Azurite on free ports until the block ends; its data lives in a temporary folder.
 
     `oauth_tls=(certificate, key)`: serve HTTPS and accept only bearer tokens (`--oauth
     basic`: issuer, audience and lifetime are checked, not the signature), as an account with
-    shared-key access disabled would.
+    shared-key access disabled would. `ports=(blob, queue, table)` and `data_dir` bring a
+    stopped Azurite back where its clients expect it, with its data (the chaos run's restart).
     """
     own_dir = data_dir is None
     location = data_dir or tempfile.mkdtemp(prefix="azurite-")
     certificate = oauth_tls[0] if oauth_tls else None
-    ports = Azurite(free_port(), free_port(), free_port(), certificate)
+    blob, queue, table = ports or (free_port(), free_port(), free_port())
+    ports_used = Azurite(blob, queue, table, certificate)
     log = Path(location) / "azurite.log"
     args = [
         _binary("azurite"),
@@ -124,18 +129,18 @@ def azurite(
         "--loose",
         "--silent",
         "--location", location,
-        "--blobHost", "127.0.0.1", "--blobPort", str(ports.blob_port),
-        "--queueHost", "127.0.0.1", "--queuePort", str(ports.queue_port),
-        "--tableHost", "127.0.0.1", "--tablePort", str(ports.table_port),
+        "--blobHost", "127.0.0.1", "--blobPort", str(ports_used.blob_port),
+        "--queueHost", "127.0.0.1", "--queuePort", str(ports_used.queue_port),
+        "--tableHost", "127.0.0.1", "--tablePort", str(ports_used.table_port),
     ]  # fmt: skip
     if oauth_tls:
         args += ["--oauth", "basic", "--cert", str(oauth_tls[0]), "--key", str(oauth_tls[1])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=location)
     try:
-        for port in (ports.blob_port, ports.queue_port, ports.table_port):
+        for port in (ports_used.blob_port, ports_used.queue_port, ports_used.table_port):
             _wait_for_port(port, proc, log, timeout=60)
-        yield ports
+        yield ports_used
     finally:
         _stop(proc)
         if own_dir:

@@ -343,6 +343,11 @@ class Supervisor:
     def totals(self) -> Totals:
         return sum_reports(self.reports())
 
+    def pid(self, i: int) -> int | None:
+        """The process id of instance `i`'s current worker (a respawn gets a new one)."""
+        process = self._processes.get(i)
+        return None if process is None else process.pid
+
     def alive(self) -> list[int]:
         return [i for i, p in self._processes.items() if p.is_alive()]
 

@@ -123,16 +123,20 @@ def _max_parallel(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
+def upload_account(container: Any, number: int, account: str, rows: int) -> int:
+    """Upload one account's CSV and 834; returns how many members it should import."""
+    members = list(samples.members(rows, prefix=f"A{number}M", bad_every=BAD_EVERY))
+    container.upload_blob(f"{account}/incoming/members.csv", samples.csv_bytes(members))
+    edi = list(samples.members(EDI_MEMBERS, prefix=f"A{number}E"))
+    container.upload_blob(f"{account}/incoming/enrollment.834", samples.edi_bytes(edi))
+    return sum(m.valid for m in members) + EDI_MEMBERS
+
+
 def _upload(container: Any, accounts: list[str], rows: int) -> dict[str, int]:
     """Upload each account's files; returns the expected imported count per account."""
-    expected = {}
-    for i, account in enumerate(accounts):
-        members = list(samples.members(rows, prefix=f"A{i}M", bad_every=BAD_EVERY))
-        container.upload_blob(f"{account}/incoming/members.csv", samples.csv_bytes(members))
-        edi = list(samples.members(EDI_MEMBERS, prefix=f"A{i}E"))
-        container.upload_blob(f"{account}/incoming/enrollment.834", samples.edi_bytes(edi))
-        expected[account] = sum(m.valid for m in members) + EDI_MEMBERS
-    return expected
+    return {
+        account: upload_account(container, i, account, rows) for i, account in enumerate(accounts)
+    }
 
 
 def _schedule_at(moment: datetime) -> str:
@@ -165,6 +169,37 @@ def _wait_for_reports(
     return False
 
 
+def account_result(
+    container: Any, members: Any, emails: list[Any], name: str, rows: int, expected: int
+) -> tuple[AccountResult, list[tuple[float, float]]]:
+    """What the stores say about one account's import: its report and attempt logs, its rows
+    in the member table, its summary emails; and the (start, end) of each attempt."""
+    from shared.imports.member_table import STATE_ROW
+
+    result = AccountResult(rows=rows + EDI_MEMBERS, expected_imported=expected)
+    runs: list[tuple[float, float]] = []
+    for blob in container.list_blobs(name_starts_with=f"{name}/reports/"):
+        data = json.loads(container.download_blob(blob.name).readall())
+        if "/attempts/" in blob.name:
+            end = data["finished_at"] or time.time()  # an unfinished attempt counts as open
+            runs.append((data["started_at"], end))
+            result.instances.append(data["instance"])
+            result.completed_runs += data["outcome"] == "completed"
+        else:
+            result.imported += data["totals"]["imported"]
+            result.rejected += data["totals"]["rejected"]
+    result.runs = len(runs)
+    result.overlapping_runs = _overlaps(runs)
+    result.run_s = round(sum(e - s for s, e in runs), 2)
+    rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
+    result.members_in_table = sum(1 for r in rows_in_table if r["RowKey"] != STATE_ROW)
+    result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
+    result.files_left_in_incoming = sum(
+        1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")
+    )
+    return result, runs
+
+
 def run(
     instances: int = 8,
     accounts: int = 5,
@@ -178,7 +213,6 @@ def run(
     log_level: str = "INFO",
 ) -> ImportsReport:
     """Run the scenario against the storage account in AzureWebJobsStorage."""
-    from shared.imports.member_table import STATE_ROW
     from shared.notifications.outbox import read_outbox
 
     started = time.monotonic()
@@ -249,27 +283,7 @@ def run(
     )
     intervals: list[tuple[float, float]] = []
     for name in names:
-        result = AccountResult(rows=rows + EDI_MEMBERS, expected_imported=expected[name])
-        runs: list[tuple[float, float]] = []
-        for blob in container.list_blobs(name_starts_with=f"{name}/reports/"):
-            data = json.loads(container.download_blob(blob.name).readall())
-            if "/attempts/" in blob.name:
-                end = data["finished_at"] or time.time()  # an unfinished attempt counts as open
-                runs.append((data["started_at"], end))
-                result.instances.append(data["instance"])
-                result.completed_runs += data["outcome"] == "completed"
-            else:
-                result.imported += data["totals"]["imported"]
-                result.rejected += data["totals"]["rejected"]
-        result.runs = len(runs)
-        result.overlapping_runs = _overlaps(runs)
-        result.run_s = round(sum(e - s for s, e in runs), 2)
-        rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
-        result.members_in_table = sum(1 for r in rows_in_table if r["RowKey"] != STATE_ROW)
-        result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
-        result.files_left_in_incoming = sum(
-            1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")
-        )
+        result, runs = account_result(container, members, emails, name, rows, expected[name])
         report.per_account[name] = result
         intervals += runs
     results = report.per_account.values()

@@ -1,0 +1,67 @@
+"""`python -m devhost chaos`: a short real run (long-only) and its option parsing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from devhost_testkit import HERE
+
+from devhost.chaos import SCHEDULED_KINDS
+from devhost.chaos_run import RATES, parse_rates
+from devhost.fault_proxy import FAULT_KINDS
+
+ROOT = HERE.parents[1]
+
+
+def test_fault_rates_override_the_defaults() -> None:
+    rates = parse_rates("reset=0.2,stall=0.1")
+    assert (rates.reset, rates.stall, rates.latency) == (0.2, 0.1, RATES.latency)
+    for bad in ("reset=x", "drop=0.1", "reset=0.9,stall=0.9"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_rates(bad)
+
+
+@pytest.mark.long
+def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SENDGRID_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "devhost", "chaos", "--instances", "3", "--minutes", "1.25",
+         "--seed", "5", "--json", "--fault-rates", "reset=0.1,stall=0.06,latency=0.15"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, (proc.stdout, proc.stderr[-3000:])
+    report = json.loads(lines[0])
+    failed = [i for i in report["invariants"] if not i["held"]]
+    assert proc.returncode == 0, (failed, proc.stderr[-3000:])
+    assert report["ok"] and report["settled"]
+    assert (report["seed"], report["instances"], report["seconds"]) == (5, 3, 75.0)
+    totals = report["faults"]["totals"]
+    for kind in (*SCHEDULED_KINDS, *FAULT_KINDS):
+        assert totals.get(kind, 0) > 0, (kind, report["faults"])
+    executed = report["faults"]["executed"]
+    assert [f["kind"] for f in executed] == [f["kind"] for f in report["faults"]["scheduled"]]
+    assert {i["name"] for i in report["invariants"]} and len(report["invariants"]) == 4
+
+
+def test_the_summary_names_each_invariant_and_the_verdict() -> None:
+    from devhost.chaos import Invariant
+    from devhost.chaos_run import ChaosReport
+
+    report = ChaosReport(
+        seed=1, instances=2, seconds=60.0, run_id="r1",
+        faults={"totals": {"kill_instance": 6, "reset": 3}},
+        invariants=[Invariant("a", True, {"n": 1}, []), Invariant("b", False, {"n": 2}, [{}])],
+        settled=True, settle_s=9.0, elapsed_s=70.0, workload={},
+    )  # fmt: skip
+    text = report.summary()
+    assert "kill_instance 6, reset 3" in text
+    assert "held   a: n 1" in text and "BROKEN b: n 2" in text
+    assert not report.ok and text.endswith("FAILED")
+    assert report.to_dict()["ok"] is False
