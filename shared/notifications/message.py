@@ -204,14 +204,21 @@ class Notification:
         )
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex) of a canonical JSON of every field: equal content, equal fingerprint.
+        """SHA-256 (hex) of what identifies the notification: event id, type, recipients, template.
 
-        Used as the run-once payload check, so a different notification reusing an event id
-        is noticed instead of silently treated as already sent.
+        Used as the run-once payload check, so an event id reused for a different notification
+        (another type, other recipients) is noticed instead of silently treated as already
+        sent. Subject and body are left out on purpose: a producer that retries renders them
+        again (a duration, a timestamp, counts of a re-run), and that is the same notification,
+        a duplicate to skip, not a message to poison.
         """
-        canonical = json.dumps(
-            self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-        )
+        identity = {
+            "event_id": self.event_id,
+            "type": self.type,
+            "to": sorted(address.lower() for address in self.to),
+            "template_id": self.template_id,
+        }
+        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
     def __repr__(self) -> str:

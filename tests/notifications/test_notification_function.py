@@ -136,14 +136,24 @@ def test_invalid_message_goes_to_poison_at_once(
     assert "bad-msg-1" in caplog.text and "invalid notification" in caplog.text
 
 
-def test_event_id_reused_for_other_content_goes_to_poison(app_env: dict[str, str]) -> None:
+def test_event_id_reused_for_another_notification_goes_to_poison(app_env: dict[str, str]) -> None:
     fn = user_function()
     body = event()
     fn(message(body))
-    other = json.dumps({**body, "subject": "A different notification"}).encode()
+    other = json.dumps({**body, "type": "invoice.paid"}).encode()
     fn(message(other))
     assert len(read_outbox()) == 1
     assert poison_messages(app_env) == [other]
+
+
+def test_the_same_event_rendered_again_is_a_duplicate_not_poison(app_env: dict[str, str]) -> None:
+    """A re-run's import summary carries its own duration: one email, nothing poisoned."""
+    fn = user_function()
+    body = event()
+    fn(message(body))
+    fn(message(json.dumps({**body, "subject": "Re-rendered", "text": "Duration: 9.9 s"}).encode()))
+    assert len(read_outbox()) == 1
+    assert poison_messages(app_env) == []
 
 
 def test_concurrent_deliveries_send_once(app_env: dict[str, str]) -> None:
