@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from blobsingleton import encode_key, ops
@@ -45,20 +45,27 @@ def list_jobs(prefix: str = "", limit: int = 20, marker: str | None = None) -> o
         name_starts_with="jobs/" + encode_key(prefix), delimiter="/", results_per_page=limit
     ).by_page(continuation_token=marker or None)
     items = []
-    try:
-        page = list(next(pages))
-    except StopIteration:
-        page = []
-    except Exception as error:
-        if getattr(error, "status_code", None) == 404:
-            return ops.Page([], None)
-        raise
+    page = _first_page(pages)
+    if page is None:
+        return ops.Page([], None)
     for entry in page:
         job_id = job_id_of(entry.name)
         status = job_status(store, job_id) if job_id else None
         if status is not None:
             items.append({**status, "callback": _callback_state(status)})
     return ops.Page(items, pages.continuation_token or None)
+
+
+def _first_page(pages: Iterator[Any]) -> list[Any] | None:
+    """The next page of a listing; None when its container does not exist (nothing to show)."""
+    try:
+        return list(next(pages))
+    except StopIteration:
+        return []
+    except Exception as error:
+        if getattr(error, "status_code", None) == 404:
+            return None
+        raise
 
 
 def _last_report(container: Any, account: str) -> dict[str, Any] | None:
@@ -86,14 +93,9 @@ def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -
     pages = container.walk_blobs(
         name_starts_with=prefix or None, delimiter="/", results_per_page=limit
     ).by_page(continuation_token=marker or None)
-    try:
-        page = list(next(pages))
-    except StopIteration:
-        page = []
-    except Exception as error:
-        if getattr(error, "status_code", None) == 404:
-            return ops.Page([], None)
-        raise
+    page = _first_page(pages)
+    if page is None:
+        return ops.Page([], None)
     items = []
     for entry in page:
         if not entry.name.endswith("/"):
