@@ -18,7 +18,7 @@ import logging
 
 import azure.functions as func
 from blobsingleton import settings
-from blobsingleton._deferral import describe_id, overridden_metadata
+from blobsingleton.queues import describe_id, overridden_metadata
 
 from shared import storage
 

@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from blobsingleton import SettingMissing, StorageAccount, from_settings
-from blobsingleton._deferral import send_message as _send
+from blobsingleton.queues import send_message as _send
 from blobsingleton.settings import setting
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from blobsingleton import schedules
-from blobsingleton._deferral import QueueMessageLike
 from blobsingleton.errors import KeyTemplateError
+from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")

@@ -1,0 +1,85 @@
+"""Helpers for queue-triggered functions, public because an app needs them beside the
+decorators: enqueue as the host's trigger expects, and see what a body did to the host's
+trigger metadata.
+
+The host merges a JSON body's top-level fields into the trigger metadata, so a body field
+named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.QueueMessage`
+(`msg.id`, `msg.dequeue_count`...): `overridden_metadata` tells a function which, and
+`describe_id` names a message in a log line without trusting such an id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Protocol, runtime_checkable
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+from blobsingleton._connection import StorageAccount
+
+#: The trigger metadata the host sends with a queue message. The host merges a JSON body's
+#: top-level fields into it case-insensitively, so a body field named like one of these
+#: replaces the queue's value in `func.QueueMessage` (`msg.id`, `msg.dequeue_count`...).
+HOST_QUEUE_METADATA = (
+    "Id",
+    "DequeueCount",
+    "InsertionTime",
+    "ExpirationTime",
+    "NextVisibleTime",
+    "PopReceipt",
+    "QueueTrigger",
+)
+
+
+@runtime_checkable
+class QueueMessageLike(Protocol):
+    """What these helpers and deferral need of `azure.functions.QueueMessage`."""
+
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def dequeue_count(self) -> int | None: ...
+
+    def get_body(self) -> bytes: ...
+
+
+def overridden_metadata(body: bytes) -> list[str]:
+    """The host metadata names a JSON-object body overrides (case-insensitive), if any."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested too deep
+        return []
+    if not isinstance(parsed, dict):
+        return []
+    fields = {str(key).lower() for key in parsed}
+    return [name for name in HOST_QUEUE_METADATA if name.lower() in fields]
+
+
+def describe_id(message: QueueMessageLike) -> str:
+    """`message.id` for a log line, flagged when the body set it (the queue's id is then lost)."""
+    if "Id" in overridden_metadata(message.get_body()):
+        return f"{message.id!r} (an id its body set; the queue's own id is not available)"
+    return str(message.id)
+
+
+def send_message(
+    storage: StorageAccount, queue: str, body: bytes, visibility_timeout: int | None = None
+) -> str:
+    """Enqueue `body` base64-encoded (the host's default), creating the queue if missing;
+    returns the new message's queue id."""
+    from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
+
+    client = storage.queue_service().get_queue_client(
+        queue,
+        message_encode_policy=BinaryBase64EncodePolicy(),
+        message_decode_policy=BinaryBase64DecodePolicy(),
+    )
+    try:
+        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    except ResourceNotFoundError:
+        with contextlib.suppress(ResourceExistsError):
+            client.create_queue()
+        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    return str(sent.id)
