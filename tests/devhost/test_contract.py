@@ -27,7 +27,7 @@ from azure.storage.queue import QueueClient
 from devhost_testkit import wait_for
 
 from devhost import invocation
-from devhost.indexing import IndexedFunction, IndexingError, load_functions
+from devhost.indexing import IndexedFunction, IndexingError, find_app, load_functions
 from devhost.invocation import InvocationIdFilter, WorkerRuntime, invoke, thread_pool_size
 from devhost.log_levels import HostLogLevelFilter, level_for
 from devhost.queue_listener import bind_queue_message, host_trigger_metadata
@@ -74,6 +74,8 @@ _indexed: dict[str, dict[str, IndexedFunction]] = {}
 def indexed(module: str, app_dir: Path = APPS) -> dict[str, IndexedFunction]:
     """The app's functions by name, indexed once per process as the worker indexes once."""
     if module not in _indexed:
+        if module in sys.modules:  # another test indexed it: start as a fresh worker would
+            find_app(sys.modules[module]).functions_bindings = None
         _indexed[module] = {f.name: f for f in load_functions(module, app_dir)}
     return _indexed[module]
 
