@@ -62,20 +62,14 @@ def every_log_record() -> Iterator[EverythingHandler]:
 
 
 @pytest.fixture
-def flows_env(storage_env: str, prism_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    suffix = uuid.uuid4().hex[:8]
+def flows_env(
+    app_env: dict[str, str], prism_url: str, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """Every flow's settings, with a SendGrid key (sent to Prism) and import report emails."""
     values = {
+        **app_env,
         "SENDGRID_API_KEY": f"SG.{uuid.uuid4().hex}.{uuid.uuid4().hex}",
         "SENDGRID_HOST": prism_url,
-        "EMAIL_FROM": "notifications@example.com",
-        "NOTIFICATIONS_QUEUE": f"notif-{suffix}",
-        "JOBS_CONTAINER": f"jobs-{suffix}",
-        "JOB_UNITS_QUEUE": f"units-{suffix}",
-        "JOB_UNIT_HANDLER": "shared.jobs.handlers:echo",
-        "IMPORTS_CONTAINER": f"imports-{suffix}",
-        "IMPORT_QUEUE": f"imports-{suffix}",
-        "MEMBERS_TABLE": f"Members{suffix}",
-        "IMPORT_SCHEDULE": "0 0 2 * * *",
         "IMPORT_REPORT_TO": "ops@example.com",
     }
     for name, value in values.items():
