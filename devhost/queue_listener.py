@@ -163,6 +163,7 @@ class QueueListener:
             message_decode_policy=None,
         )
         self._poison_ready = False
+        self._queue_ready = False
         self._stop = threading.Event()
         self._capacity = threading.Condition()
         self._in_flight: dict[str, _Delivery] = {}
@@ -189,6 +190,13 @@ class QueueListener:
             self.options.max_polling_interval,
             self.options.max_dequeue_count,
         )
+        # The queue exists before the instance reports ready, so a producer that enqueues on
+        # "ready" finds it; storage not answering yet is left to the poll loop, which retries.
+        try:
+            self._ensure_queue()
+            self._queue_ready = True
+        except Exception:  # logged by the loop's own attempt
+            self._queue_ready = False
         self._thread.start()
         self._renewer.start()
 
@@ -241,18 +249,17 @@ class QueueListener:
 
     def _poll_loop(self) -> None:
         backoff = Backoff(MIN_POLLING_INTERVAL, self.options.max_polling_interval)
-        queue_ready = False
         while not self._stop.is_set():
             try:
-                if not queue_ready:
+                if not self._queue_ready:
                     self._ensure_queue()
-                    queue_ready = True
+                    self._queue_ready = True
                 self._wait_for_capacity()
                 if self._stop.is_set():
                     break
                 messages = self._receive()
             except ResourceNotFoundError:
-                queue_ready = False
+                self._queue_ready = False
                 log.warning(
                     "%s: queue %s is missing; recreating", self.function.name, self.queue_name
                 )
