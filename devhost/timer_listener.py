@@ -23,7 +23,6 @@ import blobsingleton
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
 from blobsingleton.schedules import Schedule, parse_schedule
-from blobsingleton.settings import setting
 
 from devhost.indexing import IndexedFunction, TimerTrigger
 from devhost.invocation import invoke
@@ -39,11 +38,6 @@ LISTENER_RECOVERY_INTERVAL = 10.0
 NEVER = datetime.min.replace(tzinfo=UTC)
 TIMER_MODES = ("every", "once")
 RESTART_DELAY = 5.0
-
-
-def host_id() -> str:
-    """The host id that scopes timer status blobs and listener leases."""
-    return setting("AzureFunctionsWebHost__hostid") or "devhost"
 
 
 def _iso(moment: datetime) -> str:
@@ -70,7 +64,7 @@ class ScheduleMonitor:
     def __init__(self, function_name: str, counter: RequestCounter) -> None:
         account = blobsingleton.from_settings("AzureWebJobsStorage")
         service = account.with_options(raw_request_hook=counter).blob_service()
-        self.blob_name = f"timers/{host_id()}/{function_name}/status"
+        self.blob_name = f"timers/{blobsingleton.host_id()}/{function_name}/status"
         self._container = service.get_container_client(HOSTS_CONTAINER)
         self._blob = self._container.get_blob_client(self.blob_name)
 
@@ -169,7 +163,7 @@ class TimerListener:
     def _run_with_listener_lease(self) -> None:
         from blobsingleton import BlobLease, LeaseError
 
-        key = f"{host_id()}/{self.function.name}.Listener"
+        key = f"{blobsingleton.host_id()}/{self.function.name}.Listener"
         while not self._stop.is_set():
             lease = BlobLease(key, period=LISTENER_LEASE_PERIOD, container=self._hosts)
             try:

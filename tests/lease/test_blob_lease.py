@@ -109,7 +109,7 @@ def test_loss_is_visible_flag_callback_and_exception(storage_env: str) -> None:
     lease = BlobLease("k-lost", on_lost=seen.append).acquire()
     # Another party breaks the lease: the next renewal (period/3 = 5 s) finds it gone.
     container = blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
-    BlobLeaseClient(container.get_blob_client("k-lost")).break_lease(lease_break_period=0)
+    BlobLeaseClient(container.get_blob_client(lease.name)).break_lease(lease_break_period=0)
     assert lease.lost.wait(10), "loss was not detected by the renewal loop"
     assert seen and seen[0].key == "k-lost"
     with pytest.raises(LeaseLost):

@@ -24,6 +24,8 @@ SAMPLES: list[BaseException] = [
     errors.AlreadyInProgress("email-1", 1700000000.0),
     errors.PayloadMismatch("email-1"),
     errors.RecordConflict("ConditionNotMet"),
+    errors.RunLost("email-1", "the record was taken over by another delivery"),
+    errors.OutsideGuardedCall("current_run()", "@once"),
     schedules.InvalidSchedule("0 0 25 * * *", "hour: 25 is outside 0-23", "nightly_import"),
     schedules.NoOccurrence("0 0 0 30 Feb *"),
     ops.OpsError("the operation cannot be done"),

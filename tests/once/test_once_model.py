@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from blobsingleton import BlobRecordStore, Mode, RecordStore, Status
+from blobsingleton import BlobRecordStore, Mode, Record, RecordStore, Status
 from blobsingleton._once_handler import Decision, OnceHandler
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -68,13 +68,46 @@ class Predicted:
     owner: int | None  # the run that wrote it last
 
 
+class StorageTimeFromClock(RecordStore):
+    """A real store whose records are timed by the test's clock, standing in for storage's.
+
+    The blob store's times come from Azurite's clock, which a test cannot move; this keeps
+    its conditional writes and etags over HTTP while the model moves time.
+    """
+
+    def __init__(self, store: RecordStore, clock: FakeClock) -> None:
+        self.store, self.clock = store, clock
+        self.written: dict[str, float] = {}
+
+    def _stamp(self, record: Record) -> Record:
+        self.written[record.key] = self.clock()
+        return record.with_(written_at=self.clock(), read_at=self.clock())
+
+    def get(self, key: str) -> Record | None:
+        record = self.store.get(key)
+        if record is None:
+            return None
+        return record.with_(written_at=self.written.get(key), read_at=self.clock())
+
+    def put_if_absent(self, record: Record) -> Record:
+        return self._stamp(self.store.put_if_absent(record))
+
+    def replace(self, record: Record, etag: str) -> Record:
+        return self._stamp(self.store.replace(record, etag))
+
+    def delete(self, key: str, etag: str) -> None:
+        self.store.delete(key, etag)
+
+
 class OnceModel(RuleBasedStateMachine):
     mode = Mode.AT_LEAST_ONCE
 
     def __init__(self, store: RecordStore | None = None) -> None:
         super().__init__()
         self.clock = FakeClock(start=1_700_000_000.0)
-        self.store = store or MemoryRecordStore()
+        self.store = (
+            StorageTimeFromClock(store, self.clock) if store else MemoryRecordStore(self.clock)
+        )
         self.key = f"email-{uuid.uuid4().hex[:12]}"  # a store may outlive one example
         self.record: Predicted | None = None
         self.runs: dict[int, Run] = {}

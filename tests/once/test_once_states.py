@@ -15,8 +15,8 @@ from tests.once.memory import MemoryRecordStore
 
 
 @pytest.fixture
-def store() -> MemoryRecordStore:
-    return MemoryRecordStore()
+def store(clock: FakeClock) -> MemoryRecordStore:
+    return MemoryRecordStore(clock)
 
 
 @pytest.fixture

@@ -159,7 +159,9 @@ def test_lost_lease_is_raised_after_the_function(storage_env: str) -> None:
     @singleton("lost-{id}")
     def work(msg: func.QueueMessage) -> None:
         container = blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
-        BlobLeaseClient(container.get_blob_client("lost-1")).break_lease(lease_break_period=0)
+        BlobLeaseClient(container.get_blob_client(current_lease().name)).break_lease(
+            lease_break_period=0
+        )
         assert current_lease().lost.wait(10)
 
     with pytest.raises(LeaseLost):

@@ -25,7 +25,8 @@ from blobsingleton._events import emit as emit_event
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import BaseLease
 from blobsingleton._lock_blob import LockState
-from blobsingleton._once import once
+from blobsingleton._namespace import host_id, namespace
+from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
 from blobsingleton._owner import Owner, instance_id
 from blobsingleton._records import Record, RecordStore, Status
@@ -42,13 +43,15 @@ from blobsingleton.errors import (
     LeaseNotHeld,
     LeaseTimeout,
     OnceError,
+    OutsideGuardedCall,
     PayloadMismatch,
     RecordConflict,
+    RunLost,
     SettingMissing,
     StorageUnavailable,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # A normal interpreter exit (the worker ending its stream, Ctrl-C under `func start`) releases
 # what this process holds, so a waiter takes over at once. The Functions host disposes a
@@ -73,11 +76,13 @@ __all__ = [
     "LockState",
     "Mode",
     "OnceError",
+    "OutsideGuardedCall",
     "Owner",
     "PayloadMismatch",
     "Record",
     "RecordConflict",
     "RecordStore",
+    "RunLost",
     "SettingMissing",
     "Status",
     "StorageAccount",
@@ -85,11 +90,14 @@ __all__ = [
     "__version__",
     "blob_name",
     "current_lease",
+    "current_run",
     "emit_event",
     "encode_key",
     "from_settings",
+    "host_id",
     "install_signal_handlers",
     "instance_id",
+    "namespace",
     "once",
     "read_lock",
     "release_all",

@@ -17,6 +17,7 @@ from blobsingleton._keys import blob_name
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._line import WaitingLine
 from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
+from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseError, LeaseLost
 
@@ -56,15 +57,18 @@ class BlobLease(BaseLease):
         publish_owner_at_acquire: bool = False,
         clock: Callable[[], float] = time.monotonic,
         fair: bool = False,
+        namespace: str | None = None,
     ) -> None:
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
         locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
-        self._candidates = [LockBlob(locks, blob_name("", name), name) for name in self._blobs()]
+        #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
+        self.namespace = resolve_namespace(namespace)
+        self._candidates = [lock_blob(locks, self.namespace, name) for name in self._blobs()]
         self._lock = self._candidates[0]
         self.fair = fair
-        line_blob = blob_name("", key)
+        line_blob = blob_name(self.namespace, key)
         self._line = WaitingLine(locks, line_blob, key, self.period) if fair else None
         self._ticket: int | None = None  # our place in line while a blocking acquire waits
         self._waiting_id = ""  # the lease id we stand in line with
@@ -168,6 +172,11 @@ class BlobLease(BaseLease):
                 self._lock.release(self._waiting_id, None)
 
     @property
+    def name(self) -> str:
+        """The blob name of the lock this lease holds (or, before acquiring, would take)."""
+        return self._lock.name
+
+    @property
     def lease_id(self) -> str:
         """The storage lease id of the current acquisition (needed to write the leased blob)."""
         return self._lease_id
@@ -177,9 +186,18 @@ class BlobLease(BaseLease):
         return len(self._line.live()) if self._line is not None else 0
 
 
+def lock_blob(locks: ContainerClient, namespace: str, key: str) -> LockBlob:
+    """The lock blob of `key` in `namespace`; a new one continues the token of the 0.2 blob."""
+    return LockBlob(locks, blob_name(namespace, key), key, legacy_name=blob_name("", key))
+
+
 def read_lock(
-    key: str, *, container: ContainerClient | None = None, storage: StorageAccount | None = None
+    key: str,
+    *,
+    container: ContainerClient | None = None,
+    storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
     locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
-    return LockBlob(locks, blob_name("", key), key).read()
+    return lock_blob(locks, resolve_namespace(namespace), key).read()

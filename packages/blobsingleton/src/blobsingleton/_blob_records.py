@@ -1,25 +1,57 @@
-"""Run-once records as small block blobs, written with If-None-Match / If-Match."""
+"""Run-once records as small block blobs, written with If-None-Match / If-Match.
+
+A record is `{namespace}/{encoded key}` in the records container (see `_namespace`). Its
+JSON body is the record; blob metadata carries its `ttl`, and the service's `Last-Modified`
+and `Date` headers say when it was written and read, so its expiry is judged in storage's time.
+
+Records written before names had a namespace (library 0.2: `{encoded key}` at the container's
+root) are still honoured for a window after this namespace first ran (app setting
+`BLOBSINGLETON_LEGACY_DAYS`, default 7, the default retention; 0 turns it off): on a miss,
+the old name is read and, if present, copied as it is into the namespace, where it keeps
+deciding by the expiry it was written with. The window starts at the namespace's marker blob
+`{namespace}/.since`, created on first use; it costs one more read per new key while it lasts,
+and nothing where the container held no 0.2 record when the namespace began (the marker says
+so, after one listing of the container's top level, once per namespace).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
-from blobsingleton._keys import blob_name
+from blobsingleton._keys import blob_name, encode_key
+from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._records import Record, RecordStore
-from blobsingleton._storage import error_code, retry_on_missing_container, unavailable_as
+from blobsingleton._storage import (
+    TIME_RESOLUTION,
+    ServiceTime,
+    epoch,
+    error_code,
+    retry_on_missing_container,
+    unavailable_as,
+)
 from blobsingleton.errors import RecordConflict
+from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobClient, ContainerClient
 
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
+#: The blob whose Last-Modified says when this namespace first ran (encoded keys never hold '.').
+SINCE_MARKER = ".since"
+DEFAULT_LEGACY_DAYS = 7.0
+
+# (account url, container, namespace) -> storage time the namespace began, or None when there
+# was nothing to honour; read once per process.
+_since: dict[tuple[str, str, str], float | None] = {}
+_since_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -35,48 +67,164 @@ def _translated(operation: str) -> Iterator[None]:
         raise
 
 
+def legacy_window() -> float:
+    """Seconds after a namespace began during which 0.2 records (no namespace) are still read."""
+    value = setting("BLOBSINGLETON_LEGACY_DAYS")
+    return (DEFAULT_LEGACY_DAYS if value is None else float(value)) * 24 * 3600.0
+
+
 class BlobRecordStore(RecordStore):
-    """Records in `container` (default: app setting RUNONCE_CONTAINER, else "runonce")."""
+    """Records in `container` (default: app setting RUNONCE_CONTAINER, else "runonce"),
+    in `namespace` (default: BLOBSINGLETON_NAMESPACE, else the Functions host id)."""
 
     def __init__(
-        self, container: ContainerClient | None = None, storage: StorageAccount | None = None
+        self,
+        container: ContainerClient | None = None,
+        storage: StorageAccount | None = None,
+        *,
+        namespace: str | None = None,
     ) -> None:
         self._container = _defaults.container(container, _defaults.RECORD_CONTAINER, storage)
+        self.namespace = resolve_namespace(namespace)
 
     def _blob(self, key: str) -> BlobClient:
-        return self._container.get_blob_client(blob_name("", key))
+        return self._container.get_blob_client(blob_name(self.namespace, key))
 
     def get(self, key: str) -> Record | None:
-        try:
-            with _translated("read run-once record"):
-                download = self._blob(key).download_blob()
-                raw = download.readall()
-        except RecordConflict:
-            return None
-        except HttpResponseError as error:
-            if error_code(error) == "ContainerNotFound":
-                return None
-            raise
-        return Record.from_json(raw, download.properties.etag)
+        record, served_at = self._read(self._blob(key))
+        if record is not None or served_at is None or not self._legacy_open(served_at):
+            return record
+        legacy, _ = self._read(self._container.get_blob_client(encode_key(key)))
+        return None if legacy is None else self._adopt(legacy)
 
     def put_if_absent(self, record: Record) -> Record:
         blob = self._blob(record.key)
         with _translated("create run-once record"):
             props = retry_on_missing_container(
-                self._container, lambda: blob.upload_blob(record.to_json(), overwrite=False)
+                self._container,
+                lambda: blob.upload_blob(
+                    record.to_json(), overwrite=False, metadata=_metadata(record)
+                ),
             )
-        return record.with_(etag=str(props["etag"]))
+        return _written(record, props)
 
     def replace(self, record: Record, etag: str) -> Record:
         with _translated("update run-once record"):
             props = self._blob(record.key).upload_blob(
                 record.to_json(),
                 overwrite=True,
+                metadata=_metadata(record),
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
             )
-        return record.with_(etag=str(props["etag"]))
+        return _written(record, props)
 
     def delete(self, key: str, etag: str) -> None:
         with _translated("delete run-once record"):
             self._blob(key).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+
+    # -- reading, in storage's time ----------------------------------------------------------
+    def _read(self, blob: BlobClient) -> tuple[Record | None, float | None]:
+        """The record in `blob` (None when absent) and storage's time when it answered."""
+        served = ServiceTime(self._container)
+        try:
+            with _translated("read run-once record"):
+                download = blob.download_blob(raw_response_hook=served)
+                raw = download.readall()
+        except RecordConflict:
+            return None, served.at
+        except HttpResponseError as error:
+            if error_code(error) == "ContainerNotFound":
+                return None, served.at
+            raise
+        props = download.properties
+        ttl = (props.metadata or {}).get("ttl")
+        record = Record.from_json(
+            raw,
+            props.etag,
+            ttl=float(ttl) if ttl else None,
+            written_at=_latest(props.last_modified),
+            read_at=served.at,
+        )
+        return record, served.at
+
+    # -- records written before names had a namespace ------------------------------------------
+    def _legacy_open(self, now: float) -> bool:
+        window = legacy_window()
+        if window <= 0:
+            return False
+        began = self._namespace_began()
+        return began is not None and now < began + window
+
+    def _namespace_began(self) -> float | None:
+        """When this namespace began, if there were 0.2 records then; None if there were none."""
+        cache_key = (self._container.url, self._container.container_name, self.namespace)
+        with _since_lock:
+            if cache_key in _since:
+                return _since[cache_key]
+        marker = self._container.get_blob_client(f"{self.namespace}/{SINCE_MARKER}")
+        with unavailable_as("read namespace marker"):
+            try:
+                props = marker.get_blob_properties()
+                legacy, began = props.metadata.get("legacy"), epoch(props.last_modified)
+            except HttpResponseError as error:
+                if error.status_code != 404:
+                    raise
+                found = "present" if self._has_legacy_records() else "none"
+                legacy = found
+                try:
+                    written = retry_on_missing_container(
+                        self._container,
+                        lambda: marker.upload_blob(
+                            b"", overwrite=False, metadata={"legacy": found}
+                        ),
+                    )
+                    began = epoch(written["last_modified"])
+                except HttpResponseError as lost_race:
+                    if error_code(lost_race) != "BlobAlreadyExists":
+                        raise
+                    props = marker.get_blob_properties()
+                    legacy, began = props.metadata.get("legacy"), epoch(props.last_modified)
+        result = began if legacy == "present" else None
+        with _since_lock:
+            _since[cache_key] = result
+        return result
+
+    def _has_legacy_records(self) -> bool:
+        """Whether the container's top level holds a blob (0.2 kept records there)."""
+        try:
+            return any(
+                not item.name.endswith("/") for item in self._container.walk_blobs(delimiter="/")
+            )
+        except HttpResponseError as error:
+            if error_code(error) == "ContainerNotFound":
+                return False
+            raise
+
+    def _adopt(self, legacy: Record) -> Record | None:
+        """Copy a 0.2 record into the namespace as it is (it keeps its own `expires_at`)."""
+        copy = legacy.with_(ttl=None)
+        try:
+            adopted = self.put_if_absent(copy)
+        except RecordConflict:  # another instance adopted it (or wrote a new one) first
+            record, _ = self._read(self._blob(legacy.key))
+            return record
+        return adopted.with_(written_at=None, read_at=legacy.read_at)
+
+
+def _metadata(record: Record) -> dict[str, str]:
+    return {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
+
+
+def _latest(moment: Any) -> float | None:
+    """The latest instant a whole-second `Last-Modified` can stand for."""
+    at = epoch(moment)
+    return None if at is None else at + TIME_RESOLUTION
+
+
+def _written(record: Record, props: Any) -> Record:
+    return record.with_(
+        etag=str(props["etag"]),
+        written_at=_latest(props.get("last_modified")),
+        read_at=epoch(props.get("date")),
+    )

@@ -13,7 +13,8 @@ time, because waiters only poll. The line fixes that with what Blob Storage does
 - Only the head polls the lease, and quickly; the others list the line now and then to learn
   when they are next. Entries prove their waiter alive by being rewritten every third of a
   lease period; one not rewritten for a period is skipped, so a dead waiter blocks the line
-  for at most one lease period (the lease handed to it expires unrenewed).
+  for at most one lease period (the lease handed to it expires unrenewed). Both times are
+  storage's: an entry's Last-Modified against the listing's `Date`.
 
 Mutual exclusion is still the lease alone; the line only decides who tries.
 """
@@ -21,19 +22,22 @@ Mutual exclusion is still the lease alone; the line only decides who tries.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from blobsingleton._storage import create_container_quietly, error_code, unavailable_as
+from blobsingleton._storage import (
+    TIME_RESOLUTION,
+    ServiceTime,
+    create_container_quietly,
+    epoch,
+    error_code,
+    unavailable_as,
+)
 
 #: Tickets are zero-padded so that the service lists entries in ticket order.
 TICKET_DIGITS = 15
-#: Clock difference tolerated between this instance and the storage service.
-SKEW_MARGIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,15 @@ class WaitingLine:
 
     def live(self) -> list[Entry]:
         """The live entries in ticket order (1 request per 5,000 entries)."""
-        now = time.time()
+        served = ServiceTime(self._container)
         entries = []
         with unavailable_as("list line"):
             for blob in self._container.list_blobs(name_starts_with=self._prefix,
-                                                   include=["metadata"]):  # fmt: skip
-                refreshed = _epoch(blob.last_modified)
-                if now - refreshed > self.period + SKEW_MARGIN:
+                                                   include=["metadata"],
+                                                   raw_response_hook=served):  # fmt: skip
+                refreshed = epoch(blob.last_modified) or 0.0
+                now = served.at if served.at is not None else refreshed
+                if now - refreshed > self.period + TIME_RESOLUTION:
                     continue  # its waiter stopped refreshing: gone
                 ticket = int(blob.name[len(self._prefix) :])
                 entries.append(Entry(ticket, (blob.metadata or {}).get("lease_id", ""), refreshed))
@@ -100,9 +106,3 @@ class WaitingLine:
                 with contextlib.suppress(HttpResponseError):
                     self._tickets.create_page_blob(0, if_none_match="*")
         raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
-
-
-def _epoch(moment: datetime | None) -> float:
-    if moment is None:
-        return 0.0
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

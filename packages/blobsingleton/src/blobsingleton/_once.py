@@ -10,9 +10,11 @@ key so the host's retry runs it again.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -38,10 +40,27 @@ from blobsingleton._once_handler import (
 )
 from blobsingleton._records import RecordStore
 from blobsingleton._templates import resolve_key
+from blobsingleton.errors import OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
+    "once_run", default=None
+)
+
+
+def current_run() -> OnceHandler:
+    """The run the executing `@once` invocation owns: its `key`, `attempt` and `ensure_held()`.
+
+    Call `current_run().ensure_held()` before a side effect that must not happen twice: it
+    raises `RunLost` once another delivery took the key over (or may have).
+    """
+    handler = _current.get()
+    if handler is None:
+        raise OutsideGuardedCall("current_run()", "@once")
+    return handler
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -80,6 +99,14 @@ class _RecordGuard(Guard):
             retry_after=self.handler.retry_after(outcome.record),
         )
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        token = _current.set(self.handler)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
     def settle(self, result: Any, failed: bool) -> None:
         if failed:
             self.handler.fail()
@@ -101,6 +128,7 @@ def once(
     schedule: str | None = None,
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> Callable[[F], F]:
     """Run the decorated function's work once per resolved `key` while its record lives.
 
@@ -116,6 +144,8 @@ def once(
     `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue`, visible again when the record
     could next change: its expiry, unless `defer_seconds` says otherwise), or a callable.
     Async functions never block the loop; cancelled, they free (or never claim) the key.
+    `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
+    Functions host id), so two apps on one storage account each run their own work.
     """
     check_policy(on_in_progress, queue)
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
@@ -126,7 +156,7 @@ def once(
 
         def make_guard(*args: Any, **kwargs: Any) -> _RecordGuard:
             handler = OnceHandler(
-                store or BlobRecordStore(storage=storage),
+                store or BlobRecordStore(storage=storage, namespace=namespace),
                 resolve_key(key, signature, args, kwargs, schedule=schedule),
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,

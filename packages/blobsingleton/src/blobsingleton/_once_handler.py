@@ -15,6 +15,11 @@ conditional (If-Match), so two deliveries racing on the same key cannot both EXE
 heartbeat that finds the record changed knows its run was taken over (`lost` is set).
 `in_progress_timeout=0` writes records that are abandoned on sight: for work already guarded
 by a lease, whose holder is the only one that can get here.
+
+No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
+the storage service's time (see `_records`), so an instance whose clock is minutes off neither
+takes over a live run nor keeps a crashed one's key. The holder itself measures its own
+deadline on its monotonic clock from when it sent its last successful write (`ensure_held`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from blobsingleton._keys import validate_key
 from blobsingleton._offloop import off_loop
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status
-from blobsingleton.errors import AlreadyInProgress, PayloadMismatch, RecordConflict
+from blobsingleton.errors import AlreadyInProgress, PayloadMismatch, RecordConflict, RunLost
 
 log = logging.getLogger("blobsingleton")
 
@@ -94,7 +99,8 @@ class OnceHandler:
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`clock`: wall-clock epoch seconds, the time records are stamped and expire in."""
+        """`clock`: wall-clock epoch seconds, for the times a record shows people (`started_at`,
+        the 0.2-compatible `expires_at`); expiry itself is judged in storage's time."""
         self.store = store
         self.key = validate_key(key)
         self.payload = payload
@@ -108,13 +114,15 @@ class OnceHandler:
         self._claim_lock = threading.Lock()
         self._stop_beating = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        #: Monotonic time the last successful write of our claim was sent (None: no claim).
+        self._confirmed_at: float | None = None
 
     def begin(self) -> Outcome:
         """Decide what this delivery does; on EXECUTE the key is claimed for us."""
         record = self.store.get(self.key)
         for _ in range(MAX_RACES):
             try:
-                return self._decide(record, self.clock())
+                return self._decide(record, time.monotonic())
             except RecordConflict:
                 record = self.store.get(self.key)
         raise RecordConflict(f"run-once key {self.key!r}: lost {MAX_RACES} races in a row")
@@ -151,6 +159,7 @@ class OnceHandler:
             status=Status.COMPLETED,
             result=_jsonable(result),
             expires_at=self.clock() + self.retention,
+            ttl=self.retention,
         )
         try:
             self.store.replace(done, claimed.etag or "")
@@ -171,16 +180,18 @@ class OnceHandler:
             log.warning("run-once %s: record changed before it could be freed", self.key)
 
     # -- the transitions -------------------------------------------------------------------------
-    def _decide(self, record: Record | None, now: float) -> Outcome:
+    def _decide(self, record: Record | None, sent_at: float) -> Outcome:
+        """`sent_at`: monotonic time before the claiming write is sent (see `ensure_held`)."""
         if record is None:
-            return self._claim(self.store.put_if_absent(self._in_progress(now, attempt=1)))
+            claim = self.store.put_if_absent(self._in_progress(attempt=1))
+            return self._claim(claim, sent_at)
         self._check_payload(record)
         if record.status == Status.COMPLETED:
-            if not record.expired(now):
+            if not record.expired():
                 return Outcome(Decision.STORED, record)
-            fresh = self._in_progress(now, attempt=1)  # retention over: a new run
-            return self._claim(self.store.replace(fresh, record.etag or ""))
-        if not record.expired(now):
+            fresh = self._in_progress(attempt=1)  # retention over: a new run
+            return self._claim(self.store.replace(fresh, record.etag or ""), sent_at)
+        if not record.expired():
             return Outcome(Decision.BUSY, record)
         if self.mode == Mode.AT_MOST_ONCE:
             log.warning(
@@ -194,10 +205,11 @@ class OnceHandler:
             record.owner,
         )
         emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
-        takeover = self._in_progress(now, attempt=record.attempt + 1)
-        return self._claim(self.store.replace(takeover, record.etag or ""))
+        takeover = self._in_progress(attempt=record.attempt + 1)
+        return self._claim(self.store.replace(takeover, record.etag or ""), sent_at)
 
-    def _in_progress(self, now: float, attempt: int) -> Record:
+    def _in_progress(self, attempt: int) -> Record:
+        now = self.clock()
         return Record(
             key=self.key,
             status=Status.IN_PROGRESS,
@@ -206,10 +218,13 @@ class OnceHandler:
             payload_hash=self.payload,
             owner=instance_id(),
             attempt=attempt,
+            ttl=self.in_progress_timeout,
         )
 
-    def _claim(self, record: Record) -> Outcome:
+    def _claim(self, record: Record, sent_at: float) -> Outcome:
         self._claimed = record
+        self._confirmed_at = sent_at
+        self.lost.clear()
         if self.in_progress_timeout > 0:
             self._stop_beating.clear()
             self._start_beating()
@@ -231,6 +246,7 @@ class OnceHandler:
             if self._claimed is None:
                 raise RuntimeError("complete()/fail() called without an EXECUTE decision")
             claimed, self._claimed = self._claimed, None
+            self._confirmed_at = None
         return claimed
 
     def _beat(self) -> None:
@@ -246,8 +262,10 @@ class OnceHandler:
             if claimed is None:
                 return False
             alive = claimed.with_(expires_at=self.clock() + self.in_progress_timeout)
+            sent_at = time.monotonic()
             try:
                 self._claimed = self.store.replace(alive, claimed.etag or "")
+                self._confirmed_at = sent_at
             except RecordConflict:
                 log.warning(
                     "run-once %s: record changed under this run (taken over after it "
@@ -260,9 +278,31 @@ class OnceHandler:
                 log.warning("run-once %s: heartbeat failed: %r", self.key, error)
             return True
 
-    def retry_after(self, record: Record, now: float | None = None) -> float:
+    def ensure_held(self) -> None:
+        """Raise `RunLost` unless this run still owns its key: call before a side effect.
+
+        Lost means a heartbeat found the record taken over, or no write of ours has been
+        confirmed for a whole `in_progress_timeout` (by this instance's monotonic clock, from
+        when the write was sent), so another delivery may already be taking over.
+        """
+        with self._claim_lock:
+            confirmed_at = self._confirmed_at
+        if self._claimed is None or confirmed_at is None:
+            raise RunLost(self.key, "this run holds no claim on the key")
+        if self.lost.is_set():
+            raise RunLost(self.key, "the record was taken over by another delivery")
+        if self.in_progress_timeout > 0 and (
+            time.monotonic() - confirmed_at >= self.in_progress_timeout
+        ):
+            raise RunLost(
+                self.key,
+                f"no heartbeat confirmed for {self.in_progress_timeout:g} s: the record may "
+                "have expired and been taken over",
+            )
+
+    def retry_after(self, record: Record) -> float:
         """Seconds until a busy record could next change: its expiry, if its run stops beating."""
-        remaining = record.expires_at - (self.clock() if now is None else now)
+        remaining = record.remaining(self.clock())
         return max(1.0, min(remaining, self.in_progress_timeout or remaining) + 1.0)
 
     def _check_payload(self, record: Record) -> None:

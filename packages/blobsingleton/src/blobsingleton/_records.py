@@ -1,10 +1,19 @@
-"""Run-once records: what is stored per key, and the small store interface behind it."""
+"""Run-once records: what is stored per key, and the small store interface behind it.
+
+A record lives `ttl` seconds after its last write, judged in the storage service's time: a
+store reports when storage wrote the record (`written_at`, the latest instant it can have
+been) and when storage served the read (`read_at`), so no instance's clock decides whether
+a record has expired. `expires_at` (the writer's own clock plus `ttl`) is still written, for
+people reading a record and for library versions before 0.3 during a rolling upgrade; it
+decides only for records those versions wrote, which carry no `ttl`.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -12,6 +21,10 @@ from typing import Any
 class Status(StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
+
+
+#: Fields a store keeps beside the record's JSON (metadata, response headers), not inside it.
+_NOT_IN_BODY = ("etag", "ttl", "written_at", "read_at")
 
 
 @dataclass(frozen=True)
@@ -27,27 +40,54 @@ class Record:
     owner: str = ""
     attempt: int = 1
     etag: str | None = None
+    #: Seconds the record lives after its last write, in storage's time (None: written by 0.2).
+    ttl: float | None = None
+    #: Storage's time of the last write (the latest it can have been), as the store reports it.
+    written_at: float | None = None
+    #: Storage's time when the store read this record.
+    read_at: float | None = None
 
-    def expired(self, now: float) -> bool:
-        return now >= self.expires_at
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds left before the record expires, in storage's time where the store says it.
+
+        `now` is only consulted for a record whose store reports no storage time at all.
+        """
+        if self.ttl is not None and self.written_at is not None and self.read_at is not None:
+            return self.written_at + self.ttl - self.read_at
+        reference = self.read_at if self.read_at is not None else now
+        return self.expires_at - (time.time() if reference is None else reference)
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.remaining(now) <= 0
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
 
     def to_json(self) -> bytes:
         data = asdict(self)
-        data.pop("etag")
+        for name in _NOT_IN_BODY:
+            data.pop(name)
         return json.dumps(data, separators=(",", ":"), default=str).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes, etag: str | None) -> Record:
+    def from_json(cls, raw: bytes, etag: str | None, **beside: Any) -> Record:
+        """The record in `raw`; `beside` are the fields its store keeps outside the body.
+
+        Fields this version does not know (written by a later one) are ignored.
+        """
         data = json.loads(raw)
-        data["status"] = Status(data["status"])
-        return cls(**data, etag=etag)
+        known = {f.name for f in fields(cls)} - set(_NOT_IN_BODY)
+        values = {k: v for k, v in data.items() if k in known}
+        values["status"] = Status(values["status"])
+        return cls(**values, etag=etag, **beside)
 
 
 class RecordStore(ABC):
-    """Persistence of run-once records: four operations, each one storage request."""
+    """Persistence of run-once records: four operations, each one storage request.
+
+    Every record a store returns carries its etag and, where the store can tell, `written_at`
+    and `read_at` in storage's time (a record just written: `read_at` is when storage answered).
+    """
 
     @abstractmethod
     def get(self, key: str) -> Record | None:

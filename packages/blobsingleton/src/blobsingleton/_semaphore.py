@@ -35,6 +35,7 @@ class LeaseSemaphore(BlobLease):
         on_lost: Callable[[LeaseLost], None] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        namespace: str | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"a semaphore needs a limit of at least 1, not {limit}")
@@ -42,6 +43,7 @@ class LeaseSemaphore(BlobLease):
         super().__init__(
             validate_key(key), period=period, container=container, storage=storage,
             owner=owner, on_lost=on_lost, poll_interval=poll_interval, clock=clock,
+            namespace=namespace,
         )  # fmt: skip
 
     def _blobs(self) -> Sequence[str]:

@@ -34,7 +34,7 @@ from blobsingleton._connection import StorageAccount
 from blobsingleton._lease import DEFAULT_PERIOD
 from blobsingleton._owner import Owner
 from blobsingleton._templates import resolve_key
-from blobsingleton.errors import LeaseLost, LeaseTimeout
+from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -52,7 +52,7 @@ def current_lease() -> BlobLease:
     """The lease the running `@singleton` invocation holds (its token, `ensure_held()`)."""
     lease = _current.get()
     if lease is None:
-        raise LookupError("current_lease() called outside a @singleton function")
+        raise OutsideGuardedCall("current_lease()", "@singleton")
     return lease
 
 
@@ -115,6 +115,7 @@ def singleton(
     container: ContainerClient | None = None,
     storage: StorageAccount | None = None,
     fair: bool | None = None,
+    namespace: str | None = None,
 ) -> Callable[[F], F]:
     """Run the function only while holding the lease named by `scope` (a key template).
 
@@ -125,6 +126,8 @@ def singleton(
     `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
     order; costs one request more per invocation (the releaser looks at the line).
     Async functions never block the loop; cancelled, they release (or never take) the lease.
+    `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
+    Functions host id), so two apps on one storage account do not block each other.
     """
     check_policy(on_busy, queue)
     in_line = on_busy == Busy.WAIT if fair is None else fair
@@ -139,7 +142,7 @@ def singleton(
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
             lease = BlobLease(
                 key, period=period, container=container, storage=storage, owner=owner,
-                fair=in_line,
+                fair=in_line, namespace=namespace,
             )  # fmt: skip
             return _LeaseGuard(lease, wait_timeout)
 

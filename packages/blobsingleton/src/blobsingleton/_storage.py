@@ -1,14 +1,20 @@
-"""Storage errors, read and translated in one place, and create-on-missing for containers.
+"""Storage errors and storage's clock, read in one place, and create-on-missing for containers.
 
 The SDK attaches the service's `x-ms-error-code` to an `HttpResponseError` as `error_code`
 (a string or a `StorageErrorCode` enum). Every decision in this library is made on that code,
 never on message text, and every transport failure becomes `StorageUnavailable`.
+
+Every expiry the library judges is judged in the storage service's time, never an instance's:
+`ServiceTime` reads a response's `Date` header (the service's clock when it answered), and
+`Last-Modified` is the service's clock when a blob was written. Both are whole seconds.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
@@ -19,6 +25,10 @@ if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
 T = TypeVar("T")
+
+#: HTTP dates (`Date`, `Last-Modified`) are whole seconds: an instant read from one may be up
+#: to this much later than the value says.
+TIME_RESOLUTION = 1.0
 
 
 def error_code(error: BaseException) -> str:
@@ -70,3 +80,33 @@ def retry_on_missing_container(
             raise
     create_container_quietly(container, **options)
     return call()
+
+
+def epoch(moment: datetime | None) -> float | None:
+    """A service timestamp as epoch seconds (naive datetimes are UTC, as the SDK gives them)."""
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+class ServiceTime:
+    """The service's clock at its answer: pass as a call's `raw_response_hook`, read `.at`.
+
+    Errors are answers too (a 404 carries `Date`). A hook the client was built with is still
+    called, so a per-call hook never hides an application's own.
+    """
+
+    def __init__(self, client: Any = None) -> None:
+        self.at: float | None = None
+        policy = getattr(getattr(client, "_config", None), "custom_hook_policy", None)
+        self._chained = getattr(policy, "_response_callback", None)
+
+    def __call__(self, response: Any) -> None:
+        header = response.http_response.headers.get("Date")
+        if header:
+            try:
+                self.at = parsedate_to_datetime(header).timestamp()
+            except (TypeError, ValueError):
+                self.at = None
+        if self._chained is not None:
+            self._chained(response)

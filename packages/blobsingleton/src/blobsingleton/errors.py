@@ -21,6 +21,17 @@ class BlobSingletonError(Exception):
         return (type(self), tuple(getattr(self, name) for name in self._fields))
 
 
+class OutsideGuardedCall(BlobSingletonError, LookupError):
+    """`current_lease()` or `current_run()` was called outside the call its decorator guards."""
+
+    _fields = ("accessor", "decorator")
+
+    def __init__(self, accessor: str, decorator: str) -> None:
+        super().__init__(f"{accessor} called outside a {decorator} function")
+        self.accessor = accessor
+        self.decorator = decorator
+
+
 class SettingMissing(BlobSingletonError, LookupError):
     """An app setting the library needs is not set (or the settings contradict each other)."""
 
@@ -122,6 +133,17 @@ class PayloadMismatch(OnceError, ValueError):
     def __init__(self, key: str) -> None:
         super().__init__(f"run-once key {key!r} was used before with a different payload")
         self.key = key
+
+
+class RunLost(OnceError):
+    """This run no longer owns its run-once key: stop before the next side effect."""
+
+    _fields = ("key", "reason")
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"run-once key {key!r} lost: {reason}")
+        self.key = key
+        self.reason = reason
 
 
 class RecordConflict(OnceError):

@@ -7,6 +7,10 @@ For any app that uses the library, over the same storage it uses (`from_settings
     python -m blobsingleton.ops break KEY --reason TEXT
     python -m blobsingleton.ops reset KEY --reason TEXT
 
+Every command works in one namespace (`--namespace`, default: app setting
+BLOBSINGLETON_NAMESPACE, else this app's Functions host id; see `_namespace`), says which in
+its output, and never touches another app's locks or records on a shared storage account.
+
 Breaking a lock is safe because of the fencing token: the next holder's token is higher than
 the one `break_lock` returns, so a store that checks tokens refuses the old holder's writes.
 Every break and reset is recorded in an audit blob (who, when, why, what was there before).
@@ -19,7 +23,6 @@ import getpass
 import json
 import socket
 import sys
-import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Sequence
@@ -37,6 +40,7 @@ from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._lease import MAX_PERIOD
 from blobsingleton._line import WaitingLine
+from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import error_code, retry_on_missing_container
@@ -70,9 +74,10 @@ class Page:
 
     items: list[dict[str, Any]]
     next: str | None
+    namespace: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"items": self.items, "next": self.next}
+        return {"namespace": self.namespace, "items": self.items, "next": self.next}
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -120,10 +125,12 @@ def _containers(storage: StorageAccount | None) -> tuple[Any, Any, Any]:
     return locks, records, audit
 
 
-def _listing(container: Any, prefix: str, limit: int, marker: str | None, **kw: Any) -> Any:
-    """One page of blobs whose key starts with `prefix`; an absent container is empty."""
+def _listing(
+    container: Any, namespace: str, prefix: str, limit: int, marker: str | None, **kw: Any
+) -> Any:
+    """One page of `namespace`'s blobs whose key starts with `prefix`; none without a container."""
     pages = container.list_blobs(
-        name_starts_with=encode_key(prefix) if prefix else None, results_per_page=limit, **kw
+        name_starts_with=f"{namespace}/{encode_key(prefix)}", results_per_page=limit, **kw
     ).by_page(continuation_token=marker or None)
     try:
         page = list(next(pages))
@@ -136,12 +143,13 @@ def _listing(container: Any, prefix: str, limit: int, marker: str | None, **kw: 
     return page, pages.continuation_token or None
 
 
-def _key_of(name: str) -> str | None:
-    """The key a blob name stands for, or None for a blob the library did not write."""
-    if "/" in name:
+def _key_of(name: str, namespace: str) -> str | None:
+    """The key a blob name of `namespace` stands for; None for a blob the library did not write."""
+    encoded = name.removeprefix(f"{namespace}/")
+    if encoded == name or "/" in encoded:
         return None
-    key = unquote(name)
-    return key if encode_key(key) == name else None
+    key = unquote(encoded)
+    return key if encode_key(key) == encoded else None
 
 
 def _lock_item(key: str, props: Any) -> dict[str, Any]:
@@ -168,8 +176,10 @@ def list_locks(
     marker: str | None = None,
     *,
     storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> Page:
-    """Every lock (held or free) whose key starts with `prefix`: one request per page.
+    """Every lock (held or free) of the namespace whose key starts with `prefix`: one request
+    per page.
 
     `waiting` counts the fair waiters in the key's line (`BlobLease(fair=True)`, the default of
     `@singleton(on_busy=WAIT)`) that refreshed their entry within the longest lease period.
@@ -179,17 +189,20 @@ def list_locks(
     period (15-60 s) past its holder's last renewal.
     """
     locks = _containers(storage)[0]
-    blobs, following = _listing(locks, validate_prefix(prefix), limit, marker, include=["metadata"])
-    items = [_lock_item(key, b) for b in blobs if (key := _key_of(b.name)) is not None]
+    ns = resolve_namespace(namespace)
+    blobs, following = _listing(
+        locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
+    )
+    items = [_lock_item(key, b) for b in blobs if (key := _key_of(b.name, ns)) is not None]
     for item in items:  # fair waiters in line: one listing per held lock
-        line = WaitingLine(locks, blob_name("", item["key"]), item["key"], MAX_PERIOD)
+        line = WaitingLine(locks, blob_name(ns, item["key"]), item["key"], MAX_PERIOD)
         item["waiting"] = len(line.live()) if item["held"] else 0
-    return Page(items, following)
+    return Page(items, following, ns)
 
 
-def _run_item(record: Record, now: float) -> dict[str, Any]:
+def _run_item(record: Record) -> dict[str, Any]:
     state = str(record.status)
-    if record.status == Status.IN_PROGRESS and record.expired(now):
+    if record.status == Status.IN_PROGRESS and record.expired():
         state = "expired"
     return {
         "key": record.key,
@@ -209,8 +222,10 @@ def list_runs(
     marker: str | None = None,
     *,
     storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> Page:
-    """Run-once records whose key starts with `prefix`, optionally in one `state`.
+    """Run-once records of the namespace whose key starts with `prefix`, optionally in one
+    `state` (expiry judged in storage's time, as the library judges it).
 
     One listing request per page plus one read per record; filtering by state happens after
     the read, so a filtered page may hold fewer than `limit` items (follow `next`).
@@ -218,18 +233,17 @@ def list_runs(
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
     records = _containers(storage)[1]
-    store = BlobRecordStore(records)
-    blobs, following = _listing(records, validate_prefix(prefix), limit, marker)
-    now = time.time()
+    store = BlobRecordStore(records, namespace=namespace)
+    blobs, following = _listing(records, store.namespace, validate_prefix(prefix), limit, marker)
     items = []
     for blob in blobs:
-        key = _key_of(blob.name)
+        key = _key_of(blob.name, store.namespace)
         record = store.get(key) if key is not None else None
         if record is not None:
-            item = _run_item(record, now)
+            item = _run_item(record)
             if not state or item["state"] == state:
                 items.append(item)
-    return Page(items, following)
+    return Page(items, following, store.namespace)
 
 
 def _audit(audit: Any, action: str, entry: dict[str, Any]) -> str:
@@ -244,7 +258,12 @@ def _audit(audit: Any, action: str, entry: dict[str, Any]) -> str:
 
 
 def break_lock(
-    key: str, reason: str, by: str, *, storage: StorageAccount | None = None
+    key: str,
+    reason: str,
+    by: str,
+    *,
+    storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """Break the lease on `key` now; audited. Returns the token a new holder will exceed.
 
@@ -254,7 +273,8 @@ def break_lock(
     validate_key(key)
     reason = validate_reason(reason)
     locks, _, audit = _containers(storage)
-    blob = locks.get_blob_client(blob_name("", key))
+    ns = resolve_namespace(namespace)
+    blob = locks.get_blob_client(blob_name(ns, key))
     try:
         before = blob.get_blob_properties()
     except HttpResponseError as error:
@@ -273,20 +293,26 @@ def break_lock(
         raise
     token = int(blob.get_blob_properties().page_blob_sequence_number or 0)
     previous = _lock_item(key, before)
-    entry = {"key": key, "token": token, "by": by, "reason": reason, "previous": previous}
+    entry = {"namespace": ns, "key": key, "token": token, "by": by, "reason": reason,
+             "previous": previous}  # fmt: skip
     audit_blob = _audit(audit, "break", entry)
     emit("break", key=key, token=token, by=by, instance=previous["instance"])
     return {**entry, "new_holder_token_exceeds": token, "audit_blob": audit_blob}
 
 
 def reset_run(
-    key: str, reason: str, by: str, *, storage: StorageAccount | None = None
+    key: str,
+    reason: str,
+    by: str,
+    *,
+    storage: StorageAccount | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """Delete the run-once record of `key`, so the key runs again; audited."""
     validate_key(key)
     reason = validate_reason(reason)
     _, records, audit = _containers(storage)
-    store = BlobRecordStore(records)
+    store = BlobRecordStore(records, namespace=namespace)
     record = store.get(key)
     if record is None or record.etag is None:
         raise NotFound(f"no run-once record with key {key!r}")
@@ -294,8 +320,9 @@ def reset_run(
         store.delete(key, record.etag)
     except RecordConflict as error:
         raise OpsError(f"record {key!r} changed while resetting it; look again") from error
-    previous = _run_item(record, time.time())
-    entry = {"key": key, "by": by, "reason": reason, "previous": previous}
+    previous = _run_item(record)
+    entry = {"namespace": store.namespace, "key": key, "by": by, "reason": reason,
+             "previous": previous}  # fmt: skip
     audit_blob = _audit(audit, "reset", entry)
     emit("reset", key=key, by=by, state=previous["state"])
     return {**entry, "audit_blob": audit_blob}
@@ -331,6 +358,15 @@ def add_listing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=50, help="page size (1-200)")
     parser.add_argument("--next", default=None, help="the `next` marker of the previous page")
     parser.add_argument("--json", action="store_true", help="JSON for scripts")
+    add_namespace_argument(parser)
+
+
+def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="whose keys (default: BLOBSINGLETON_NAMESPACE, else this app's host id)",
+    )
 
 
 def build_parser(
@@ -351,6 +387,7 @@ def build_parser(
         command.add_argument("--reason", required=True, help="why (kept in the audit blob)")
         command.add_argument("--by", default=None, help="who (default: user@host)")
         command.add_argument("--json", action="store_true")
+        add_namespace_argument(command)
     return parser
 
 
@@ -359,15 +396,12 @@ def run_command(
 ) -> int:
     """Run one parsed command; errors an operator can fix print one line and return 2."""
     out = out or sys.stdout
+    where: dict[str, Any] = {"storage": storage, "namespace": args.namespace}
     actions: dict[str, Callable[[], Any]] = {
-        "locks": lambda: list_locks(args.prefix, args.limit, args.next, storage=storage),
-        "runs": lambda: list_runs(args.prefix, args.state, args.limit, args.next, storage=storage),
-        "break": lambda: break_lock(
-            args.key, args.reason, args.by or default_operator(), storage=storage
-        ),
-        "reset": lambda: reset_run(
-            args.key, args.reason, args.by or default_operator(), storage=storage
-        ),
+        "locks": lambda: list_locks(args.prefix, args.limit, args.next, **where),
+        "runs": lambda: list_runs(args.prefix, args.state, args.limit, args.next, **where),
+        "break": lambda: break_lock(args.key, args.reason, args.by or default_operator(), **where),
+        "reset": lambda: reset_run(args.key, args.reason, args.by or default_operator(), **where),
     }
     try:
         result = actions[args.command]()
@@ -384,6 +418,7 @@ def show(result: Any, args: argparse.Namespace, out: Any, columns: Sequence[str]
     if args.json:
         print(json.dumps(data, indent=2, default=str), file=out)
     elif isinstance(result, Page):
+        print(f"namespace: {result.namespace}", file=out)
         print_table(result.items, columns, out)
         if result.next:
             print(f"more: --next {result.next}", file=out)

@@ -1,0 +1,97 @@
+"""Whose keys these are: lock and record names in a namespace, by default the host id.
+
+Several function apps, or a production and a staging slot, may share one storage account. The
+Functions host keeps its own locks and timer state apart by host id (`locks/{hostId}/...`,
+`timers/{hostId}/...`); the library does the same, so every lock and record blob is named
+`{namespace}/{encoded key}`. The namespace is, first found:
+
+1. the `namespace=` argument of a decorator, lease, record store or ops call;
+2. app setting `BLOBSINGLETON_NAMESPACE`: give two apps the same value to share keys on purpose;
+3. the host id, computed as the host computes it (ScriptHostIdProvider): app setting
+   `AzureFunctionsWebHost__hostid`; on Flex Consumption a hash of the site (and slot) name;
+   on App Service (`WEBSITE_INSTANCE_ID` set) the site name `WEBSITE_SITE_NAME`, with
+   `-{WEBSITE_SLOT_NAME}` outside the production slot; on Linux Consumption the host name
+   `WEBSITE_HOSTNAME` without `.azurewebsites.net`; elsewhere (a local host) the machine name
+   and a hash of the app folder (`AzureWebJobsScriptRoot`, else the working directory). All
+   but the hash lower-cased, cut to 32 characters, trailing '-' trimmed.
+
+Like the host's, the default collides for two apps whose names agree in their first 32
+characters (azure-functions-host #2015): set `BLOBSINGLETON_NAMESPACE` (or the host id) there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import uuid
+
+from blobsingleton.errors import InvalidKey, SettingMissing
+from blobsingleton.settings import setting
+
+#: The host's limit on a host id's length (ScriptConstants.MaximumHostIdLength).
+MAX_HOST_ID_LENGTH = 32
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+
+def host_id() -> str:
+    """The Functions host id of this app, by the host's rules (see the module's comment)."""
+    explicit = setting("AzureFunctionsWebHost__hostid") or setting("AzureFunctionsWebHost:hostid")
+    if explicit:
+        return explicit
+    slot_name = _unique_slot_name()
+    if _is_flex_consumption():
+        if not slot_name:
+            raise _no_host_id()
+        # Flex Consumption: the host hashes the name (MD5 read as a .NET Guid, no dashes).
+        name_hash = hashlib.md5(slot_name.encode(), usedforsecurity=False).digest()
+        return uuid.UUID(bytes_le=name_hash).hex
+    if setting("WEBSITE_INSTANCE_ID"):
+        name = slot_name
+    elif setting("CONTAINER_NAME") and setting("WEBSITE_HOSTNAME"):
+        # Linux Consumption: the site's host name. (A container that is not Azure's, with
+        # no WEBSITE_HOSTNAME, counts as local here; the host would find no id at all.)
+        name = (setting("WEBSITE_HOSTNAME") or "").replace(".azurewebsites.net", "")
+    else:
+        machine = "".join(ch for ch in socket.gethostname() if ch.isalnum())
+        root = setting("AzureWebJobsScriptRoot") or os.getcwd()
+        digest = int(hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:8], 16)
+        name = f"{machine}-{digest}"
+    if not name:
+        raise _no_host_id()
+    return name[:MAX_HOST_ID_LENGTH].lower().rstrip("-")
+
+
+def _unique_slot_name() -> str:
+    name = setting("WEBSITE_SITE_NAME") or ""
+    slot = setting("WEBSITE_SLOT_NAME")
+    if name and slot and slot.lower() != "production":
+        name += f"-{slot}"
+    return name.lower()
+
+
+def _is_flex_consumption() -> bool:
+    sku = (setting("WEBSITE_SKU") or "").lower()
+    return sku == "flexconsumption" or bool(
+        setting("CONTAINER_NAME") and setting("LEGION_SERVICE_HOST")
+    )
+
+
+def _no_host_id() -> SettingMissing:
+    return SettingMissing(
+        "AzureFunctionsWebHost__hostid",
+        "no host id can be derived here (no site name): set AzureFunctionsWebHost__hostid or "
+        "BLOBSINGLETON_NAMESPACE",
+    )
+
+
+def namespace(given: str | None = None) -> str:
+    """`given`, else app setting BLOBSINGLETON_NAMESPACE, else `host_id()`; validated."""
+    value = given or setting("BLOBSINGLETON_NAMESPACE") or host_id()
+    if not _NAMESPACE.fullmatch(value):
+        raise InvalidKey(
+            value,
+            "a namespace is 1 to 63 letters, digits, '_' or '-', starting with a letter or digit",
+        )
+    return value

@@ -1,0 +1,126 @@
+"""Instances whose wall clocks disagree by minutes still run the work once, and take over a
+crashed holder's key on time: every expiry is judged in storage's time.
+
+Two real processes race on one key against a real Azurite, one of them with `time.time()`
+shifted by 120 s either way (monotonic clocks untouched, as on a VM resumed from a pause).
+Before expiry moved to storage's time, a record stamped by one clock and judged by another
+ran the work twice (caller ahead) or held a crashed run's key two minutes too long (behind).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHILD = str(Path(__file__).with_name("skewed_child.py"))
+SKEW = 120.0
+#: Short enough that the work outlives several heartbeats, long enough for a loaded machine.
+IN_PROGRESS_TIMEOUT = 2.0
+#: Storage's times are whole seconds (up to 2 s late), a waiter polls every second, and a
+#: loaded 2-core machine starts a Python process in about a second.
+TAKEOVER_SLACK = 5.0
+
+
+class Child:
+    """One skewed process; its lines are read as they come (events, not sleeps)."""
+
+    def __init__(self, env: dict[str, str], offset: float, kind: str, key: str, work: float):
+        self.proc = subprocess.Popen(
+            [sys.executable, CHILD, str(offset), kind, key, str(work), str(IN_PROGRESS_TIMEOUT)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        # The skew is real: the child's wall clock is `offset` from ours.
+        reported = float(self.expect("clock").split()[1])
+        assert abs(reported - time.time() - offset) < 5, (reported, time.time(), offset)
+
+    def expect(self, wanted: str, timeout: float = 60.0) -> str:
+        """Read lines until one starts with `wanted`; fail if the process ends first."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.strip())
+            if line.startswith(wanted):
+                return line.strip()
+        raise AssertionError(f"no {wanted!r} line; got {self.lines}; stderr: {self.stderr_tail()}")
+
+    def finish(self, timeout: float = 90.0) -> list[str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.lines += [line.strip() for line in out.splitlines()]
+        assert self.proc.returncode == 0, err[-2000:]
+        return self.lines
+
+    def stderr_tail(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()[-2000:]
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture
+def spawn(subprocess_env: dict[str, str]) -> Iterator[object]:
+    children: list[Child] = []
+
+    def start(offset: float, kind: str, key: str, work: float) -> Child:
+        child = Child(subprocess_env, offset, kind, key, work)
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        if child.proc.poll() is None:
+            child.kill()
+
+
+@pytest.mark.parametrize("kind", ["once-alo", "once-amo", "singleton"])
+@pytest.mark.parametrize("caller_offset", [SKEW, -SKEW], ids=["caller-ahead", "caller-behind"])
+def test_a_second_instance_with_another_clock_does_not_run_the_work_again(
+    spawn: object, kind: str, caller_offset: float
+) -> None:
+    """Only the offset between the two clocks matters, so the holder keeps true time."""
+    key = f"skew-{kind}-{uuid.uuid4().hex[:8]}"
+    # The work outlives its in-progress timeout: only heartbeats keep its claim alive.
+    holder = spawn(0.0, kind, key, 1.5 * IN_PROGRESS_TIMEOUT)  # type: ignore[operator]
+    holder.expect("ran")
+    caller = spawn(caller_offset, kind, key, 0.0)  # type: ignore[operator]
+    caller_lines = caller.finish()
+    holder_lines = holder.finish()
+    assert "ran" not in caller_lines, f"ran twice: caller {caller_lines}"
+    assert "result None" in caller_lines  # skipped: the holder's run is alive
+    assert holder_lines.count("ran") == 1 and "result sent" in holder_lines
+
+
+@pytest.mark.parametrize(
+    ("kind", "timeout"), [("once-alo", IN_PROGRESS_TIMEOUT), ("singleton", 15.0)]
+)
+@pytest.mark.parametrize("taker_offset", [-SKEW, SKEW], ids=["taker-behind", "taker-ahead"])
+def test_a_killed_holders_key_is_taken_over_on_time_by_an_instance_with_another_clock(
+    spawn: object, kind: str, timeout: float, taker_offset: float
+) -> None:
+    key = f"takeover-{kind}-{uuid.uuid4().hex[:8]}"
+    holder = spawn(0.0, kind, key, 600.0)  # type: ignore[operator]
+    holder.expect("ran")
+    holder.kill()
+    killed_at = time.monotonic()
+    taker = spawn(taker_offset, f"{kind}-wait", key, 0.0)  # type: ignore[operator]
+    taker.expect("ran", timeout=60)
+    waited = time.monotonic() - killed_at
+    assert "result sent" in " ".join(taker.finish())
+    assert waited <= timeout + TAKEOVER_SLACK, f"took over after {waited:.1f} s"
