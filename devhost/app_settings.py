@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import blobsingleton
+
 LOCAL_SETTINGS = "local.settings.json"
 SAMPLE_SETTINGS = "local.settings.sample.json"
 
@@ -75,6 +77,17 @@ def instance_settings(
         result[name] = value.replace("{instance}", str(instance))
     result["WEBSITE_INSTANCE_ID"] = f"devhost-{instance}"
     return result
+
+
+def with_host_id(settings: dict[str, str | None], app_dir: Path | str) -> dict[str, str | None]:
+    """`settings` with the host id a local host has, as Core Tools does: machine name and app
+    folder (`AzureWebJobsScriptRoot`), unless `AzureFunctionsWebHost__hostid` is set. Fixed
+    here, because each instance's WEBSITE_INSTANCE_ID would otherwise make the app derive an
+    App Service id from a site name it does not have."""
+    settings.setdefault("AzureWebJobsScriptRoot", str(Path(app_dir).resolve()))
+    local = {k: v for k, v in settings.items() if k != "WEBSITE_INSTANCE_ID"}
+    settings["AzureFunctionsWebHost__hostid"] = blobsingleton.host_id(local)
+    return settings
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

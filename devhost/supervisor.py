@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from devhost import worker
-from devhost.app_settings import AppSettings, instance_settings, load_app_settings
+from devhost.app_settings import (
+    AppSettings,
+    instance_settings,
+    load_app_settings,
+    with_host_id,
+)
 
 log = logging.getLogger("devhost.supervisor")
 
@@ -120,7 +125,7 @@ class Supervisor:
         self.generated_admin_key = not admin_key
         self.admin_key = admin_key or secrets.token_urlsafe(24)
         base[ADMIN_KEY_SETTING] = self.admin_key
-        self._base_settings = base
+        self._base_settings = with_host_id(base, options.app_dir)
         self._ctx = mp.get_context("spawn")
         self._reports: Any = self._ctx.Queue()
         self._processes: dict[int, Any] = {}

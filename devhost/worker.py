@@ -22,10 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from blobsingleton import host_id
 
 from devhost import request_counting
 
@@ -139,10 +136,6 @@ def main(config: WorkerConfig, reports: Any) -> None:
     shutdown.install()  # early: a SIGTERM during start-up still stops us gracefully
     apply_settings(config.settings)
     request_counting.install()  # the host counts the app's storage requests, the app does not
-    # A local host's id (machine and app folder), fixed before WEBSITE_INSTANCE_ID makes the
-    # app look as if it ran on App Service, where the id would come from a site name.
-    os.environ.setdefault("AzureWebJobsScriptRoot", str(Path(config.app_dir).resolve()))
-    os.environ.setdefault("AzureFunctionsWebHost__hostid", host_id())
     os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
     log_levels = _host_log_levels(config)
     configure_logging(str(config.instance), config.log_level, log_levels, config.log_file)

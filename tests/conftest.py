@@ -60,6 +60,9 @@ def azurite() -> Iterator[services.Azurite]:
 def storage_env(azurite: services.Azurite, monkeypatch: pytest.MonkeyPatch) -> str:
     """Point the app at the session's Azurite, with containers of its own for this test."""
     suffix = uuid.uuid4().hex[:10]
+    # One app: this checkout, as a local host sees it (its namespace is the local host id).
+    monkeypatch.delenv("WEBSITE_INSTANCE_ID", raising=False)
+    monkeypatch.setenv("AzureWebJobsScriptRoot", str(ROOT))
     monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
     monkeypatch.setenv("LEASE_CONTAINER", f"locks-{suffix}")
     monkeypatch.setenv("RUNONCE_CONTAINER", f"runonce-{suffix}")

@@ -4,17 +4,24 @@ Storage: the account app setting `AzureWebJobsStorage` names (connection string 
 settings), the account the host itself uses. Containers: app settings `LEASE_CONTAINER` and
 `RUNONCE_CONTAINER`, else `locks` and `runonce`. Pass a `ContainerClient` (or a
 `StorageAccount`) to any lease, record store or decorator to choose otherwise.
+
+The decorators build their lease and record store here, per invocation; inside
+`blobsingleton.testing.memory_backends()` they come from its in-memory backends instead.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from blobsingleton._connection import StorageAccount, from_settings
 from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
+
+    from blobsingleton._blob_lease import BlobLease
+    from blobsingleton._lease import BaseLease
+    from blobsingleton._records import RecordStore
 
 LOCK_CONTAINER = ("LEASE_CONTAINER", "locks")
 RECORD_CONTAINER = ("RUNONCE_CONTAINER", "runonce")
@@ -35,3 +42,41 @@ def container(
         return given
     name = setting(convention[0], convention[1]) or convention[1]
     return (storage or account_from_settings()).blob_service().get_container_client(name)
+
+
+class Backends(Protocol):
+    """Where decorators get their leases and record stores (tests: in memory)."""
+
+    def record_store(self, **options: Any) -> RecordStore: ...
+
+    def lease(self, key: str, **options: Any) -> BaseLease: ...
+
+
+_backends: list[Backends] = []
+
+
+def set_backends(backends: Backends | None) -> Backends | None:
+    """Use `backends` from now on (None: Blob Storage again); returns the previous ones."""
+    previous = _backends[0] if _backends else None
+    _backends.clear()
+    if backends is not None:
+        _backends.append(backends)
+    return previous
+
+
+def record_store(**options: Any) -> RecordStore:
+    """The record store a `@once` without `store=` uses: `BlobRecordStore(**options)`."""
+    if _backends:
+        return _backends[0].record_store(**options)
+    from blobsingleton._blob_records import BlobRecordStore
+
+    return BlobRecordStore(**options)
+
+
+def lease(key: str, **options: Any) -> BaseLease | BlobLease:
+    """The lease a `@singleton` takes: `BlobLease(key, **options)`."""
+    if _backends:
+        return _backends[0].lease(key, **options)
+    from blobsingleton._blob_lease import BlobLease
+
+    return BlobLease(key, **options)

@@ -26,6 +26,7 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Mapping
 
 from blobsingleton.errors import InvalidKey, SettingMissing
 from blobsingleton.settings import setting
@@ -35,47 +36,48 @@ MAX_HOST_ID_LENGTH = 32
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 
 
-def host_id() -> str:
-    """The Functions host id of this app, by the host's rules (see the module's comment)."""
-    explicit = setting("AzureFunctionsWebHost__hostid") or setting("AzureFunctionsWebHost:hostid")
+def host_id(settings: Mapping[str, str | None] | None = None) -> str:
+    """The Functions host id of this app, by the host's rules (see the module's comment).
+
+    `settings`: where to read the settings named there (default: the environment, as the
+    worker sees them); a local host passes the settings it starts an instance with.
+    """
+    values: Mapping[str, str | None] = os.environ if settings is None else settings
+
+    def get(name: str) -> str:
+        return values.get(name) or ""
+
+    explicit = get("AzureFunctionsWebHost__hostid") or get("AzureFunctionsWebHost:hostid")
     if explicit:
         return explicit
-    slot_name = _unique_slot_name()
-    if _is_flex_consumption():
+    slot_name = get("WEBSITE_SITE_NAME")
+    slot = get("WEBSITE_SLOT_NAME")
+    if slot_name and slot and slot.lower() != "production":
+        slot_name += f"-{slot}"
+    slot_name = slot_name.lower()
+    flex = get("WEBSITE_SKU").lower() == "flexconsumption" or bool(
+        get("CONTAINER_NAME") and get("LEGION_SERVICE_HOST")
+    )
+    if flex:
         if not slot_name:
             raise _no_host_id()
         # Flex Consumption: the host hashes the name (MD5 read as a .NET Guid, no dashes).
         name_hash = hashlib.md5(slot_name.encode(), usedforsecurity=False).digest()
         return uuid.UUID(bytes_le=name_hash).hex
-    if setting("WEBSITE_INSTANCE_ID"):
+    if get("WEBSITE_INSTANCE_ID"):
         name = slot_name
-    elif setting("CONTAINER_NAME") and setting("WEBSITE_HOSTNAME"):
+    elif get("CONTAINER_NAME") and get("WEBSITE_HOSTNAME"):
         # Linux Consumption: the site's host name. (A container that is not Azure's, with
         # no WEBSITE_HOSTNAME, counts as local here; the host would find no id at all.)
-        name = (setting("WEBSITE_HOSTNAME") or "").replace(".azurewebsites.net", "")
+        name = get("WEBSITE_HOSTNAME").replace(".azurewebsites.net", "")
     else:
         machine = "".join(ch for ch in socket.gethostname() if ch.isalnum())
-        root = setting("AzureWebJobsScriptRoot") or os.getcwd()
+        root = get("AzureWebJobsScriptRoot") or os.getcwd()
         digest = int(hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:8], 16)
         name = f"{machine}-{digest}"
     if not name:
         raise _no_host_id()
     return name[:MAX_HOST_ID_LENGTH].lower().rstrip("-")
-
-
-def _unique_slot_name() -> str:
-    name = setting("WEBSITE_SITE_NAME") or ""
-    slot = setting("WEBSITE_SLOT_NAME")
-    if name and slot and slot.lower() != "production":
-        name += f"-{slot}"
-    return name.lower()
-
-
-def _is_flex_consumption() -> bool:
-    sku = (setting("WEBSITE_SKU") or "").lower()
-    return sku == "flexconsumption" or bool(
-        setting("CONTAINER_NAME") and setting("LEGION_SERVICE_HOST")
-    )
 
 
 def _no_host_id() -> SettingMissing:

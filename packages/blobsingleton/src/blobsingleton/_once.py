@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from blobsingleton._blob_records import BlobRecordStore
+from blobsingleton import _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -156,7 +156,7 @@ def once(
 
         def make_guard(*args: Any, **kwargs: Any) -> _RecordGuard:
             handler = OnceHandler(
-                store or BlobRecordStore(storage=storage, namespace=namespace),
+                store or _defaults.record_store(storage=storage, namespace=namespace),
                 resolve_key(key, signature, args, kwargs, schedule=schedule),
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,

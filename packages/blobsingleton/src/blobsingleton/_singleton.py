@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from blobsingleton._blob_lease import BlobLease
+from blobsingleton import _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -31,7 +31,7 @@ from blobsingleton._busy import (
     guarded,
 )
 from blobsingleton._connection import StorageAccount
-from blobsingleton._lease import DEFAULT_PERIOD
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._owner import Owner
 from blobsingleton._templates import resolve_key
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
@@ -43,12 +43,12 @@ log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_current: contextvars.ContextVar[BlobLease | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[BaseLease | None] = contextvars.ContextVar(
     "singleton_lease", default=None
 )
 
 
-def current_lease() -> BlobLease:
+def current_lease() -> BaseLease:
     """The lease the running `@singleton` invocation holds (its token, `ensure_held()`)."""
     lease = _current.get()
     if lease is None:
@@ -59,8 +59,9 @@ def current_lease() -> BlobLease:
 class _LeaseGuard(Guard):
     """One invocation's lease: taken before the body, checked and released after it."""
 
-    def __init__(self, lease: BlobLease, wait_timeout: float) -> None:
+    def __init__(self, lease: BaseLease, wait_timeout: float, function: str) -> None:
         self.lease = lease
+        self.function = function
         self.wait_timeout = wait_timeout
 
     def _acquire_args(self, wait: bool) -> dict[str, Any]:
@@ -95,7 +96,7 @@ class _LeaseGuard(Guard):
         except LeaseLost as error:
             log.error(
                 "%s ran past its lease, its effects may overlap another holder's: %s",
-                self.lease.owner.function if self.lease.owner else self.lease.key,
+                self.function,
                 error,
             )
             raise
@@ -140,11 +141,11 @@ def singleton(
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            lease = BlobLease(
+            lease = _defaults.lease(
                 key, period=period, container=container, storage=storage, owner=owner,
                 fair=in_line, namespace=namespace,
             )  # fmt: skip
-            return _LeaseGuard(lease, wait_timeout)
+            return _LeaseGuard(lease, wait_timeout, fn.__name__)
 
         return guarded(fn, make_guard, busy)
 

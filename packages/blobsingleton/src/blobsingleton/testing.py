@@ -1,0 +1,220 @@
+"""In-memory backends for unit-testing your own `@once` and `@singleton` functions.
+
+    from blobsingleton.testing import memory_backends
+
+    def test_the_email_goes_out_once() -> None:
+        with memory_backends() as memory:
+            notify(message({"event_id": "e1"}))
+            notify(message({"event_id": "e1"}))        # a duplicate: not sent again
+        assert sent == ["e1"]
+        assert memory.records.get("email-e1").status == Status.COMPLETED
+
+Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
+`memory.records`, and every `@singleton` takes its leases from `memory.locks`, instead of
+Blob Storage: no Azurite, no settings, milliseconds. Both keep storage's rules: records are
+written conditionally (etags) and expire in the backends' clock (`memory.clock`, a
+`FakeClock` a test moves with `advance()`), a lease is free once expired and every
+acquisition increments the fencing token. `Busy.DEFER` still needs a queue: test it with
+`Busy.SKIP` or a callable, or against Azurite.
+
+The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecordStore` as
+`@once(store=...)`, and `MemoryLease` is a `BaseLease` on `MemoryLocks`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from blobsingleton import _defaults
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
+from blobsingleton._records import Record, RecordStore
+from blobsingleton.errors import LeaseLost, RecordConflict
+
+
+class FakeClock:
+    """Seconds that pass only when a test says so (`advance`)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class MemoryRecordStore(RecordStore):
+    """Run-once records in a dict, with the blob store's conditional writes.
+
+    `clock` stands for storage's clock: records carry `written_at` / `read_at` from it, as the
+    blob store's come from the service's `Last-Modified` and `Date`. `requests` counts calls.
+    """
+
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock or FakeClock()
+        self.records: dict[str, Record] = {}
+        self._etags = itertools.count(1)
+        self.requests = 0
+
+    def _stamped(self, record: Record) -> Record:
+        now = self.clock()
+        stamped = record.with_(etag=f'"{next(self._etags)}"', written_at=now, read_at=now)
+        self.records[record.key] = stamped
+        return stamped
+
+    def get(self, key: str) -> Record | None:
+        self.requests += 1
+        record = self.records.get(key)
+        return None if record is None else record.with_(read_at=self.clock())
+
+    def put_if_absent(self, record: Record) -> Record:
+        self.requests += 1
+        if record.key in self.records:
+            raise RecordConflict("BlobAlreadyExists")
+        return self._stamped(record)
+
+    def replace(self, record: Record, etag: str) -> Record:
+        self.requests += 1
+        current = self.records.get(record.key)
+        if current is None or current.etag != etag:
+            raise RecordConflict("ConditionNotMet")
+        return self._stamped(record)
+
+    def delete(self, key: str, etag: str) -> None:
+        self.requests += 1
+        current = self.records.get(key)
+        if current is None or current.etag != etag:
+            raise RecordConflict("ConditionNotMet")
+        del self.records[key]
+
+
+@dataclass
+class _Lock:
+    token: int = 0
+    lease_id: str | None = None
+    expires_at: float = 0.0
+
+
+@dataclass
+class MemoryLocks:
+    """What storage would hold for leases: per key a token, a lease id and its expiry."""
+
+    clock: Any = field(default_factory=FakeClock)
+    locks: dict[str, _Lock] = field(default_factory=dict)
+    requests: int = 0
+
+    def acquire(self, key: str, lease_id: str, period: float) -> int | None:
+        """The new token, or None while another lease on `key` has not expired."""
+        self.requests += 1
+        lock = self.locks.setdefault(key, _Lock())
+        if lock.lease_id is not None and self.clock() < lock.expires_at:
+            return None
+        lock.lease_id, lock.expires_at = lease_id, self.clock() + period
+        lock.token += 1
+        return lock.token
+
+    def renew(self, key: str, lease_id: str, period: float) -> None:
+        self.requests += 1
+        lock = self.locks[key]
+        if lock.lease_id != lease_id:
+            raise LeaseLost(key, lock.token, "renew: LeaseIdMismatchWithLeaseOperation")
+        lock.expires_at = self.clock() + period
+
+    def release(self, key: str, lease_id: str) -> None:
+        self.requests += 1
+        lock = self.locks[key]
+        if lock.lease_id != lease_id:
+            raise LeaseLost(key, lock.token, "release: LeaseIdMismatchWithLeaseOperation")
+        lock.lease_id = None
+
+    def break_lease(self, key: str) -> None:
+        """What an operator's break does: the holder loses the key at its next renewal."""
+        self.locks[key].lease_id = None
+
+    def leased(self, key: str) -> bool:
+        lock = self.locks.get(key)
+        return bool(lock and lock.lease_id and self.clock() < lock.expires_at)
+
+
+class MemoryLease(BaseLease):
+    """A `BaseLease` on `MemoryLocks`. Renewal runs in a thread as usual; pass
+    `drive_renewal=True` to renew only when the test calls `renew_now()`."""
+
+    def __init__(
+        self,
+        key: str,
+        locks: MemoryLocks,
+        period: float = DEFAULT_PERIOD,
+        *,
+        drive_renewal: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(key, period=period, clock=locks.clock, **options)
+        self.locks = locks
+        self.owner: Any = None
+        self._drive_renewal = drive_renewal
+        self._lease_id = ""
+
+    def _try_acquire(self) -> int | None:
+        self._lease_id = str(uuid.uuid4())
+        return self.locks.acquire(self.key, self._lease_id, self.period)
+
+    def _renew(self) -> None:
+        self.locks.renew(self.key, self._lease_id, self.period)
+
+    def _release(self) -> None:
+        self.locks.release(self.key, self._lease_id)
+
+    def _start_renewing(self) -> None:
+        if not self._drive_renewal:
+            super()._start_renewing()
+
+    def renew_now(self) -> float | None:
+        """One renewal step: the wait before the next one, or None once lost."""
+        return self._renew_step()
+
+
+@dataclass
+class MemoryBackends:
+    """The backends `memory_backends()` puts in place: one clock, records and locks."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    records: MemoryRecordStore = field(init=False)
+    locks: MemoryLocks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.records = MemoryRecordStore(self.clock)
+        self.locks = MemoryLocks(self.clock)
+
+    def record_store(self, **_: Any) -> RecordStore:
+        return self.records
+
+    def lease(self, key: str, *, period: float = DEFAULT_PERIOD, **_: Any) -> BaseLease:
+        return MemoryLease(key, self.locks, period)
+
+
+@contextlib.contextmanager
+def memory_backends(clock: FakeClock | None = None) -> Iterator[MemoryBackends]:
+    """Run `@once` and `@singleton` on in-memory backends inside the block (see the module)."""
+    backends = MemoryBackends(clock or FakeClock())
+    previous = _defaults.set_backends(backends)
+    try:
+        yield backends
+    finally:
+        _defaults.set_backends(previous)
+
+
+__all__ = [
+    "FakeClock",
+    "MemoryBackends",
+    "MemoryLease",
+    "MemoryLocks",
+    "MemoryRecordStore",
+    "memory_backends",
+]
