@@ -202,6 +202,9 @@ def _last_at_or_before(fields: Sequence[tuple[int, ...]], target: tuple[int, ...
 _CALENDAR_CYCLE = 400
 #: Clock changes are assumed to lie more than this apart (true of every zone in tzdata).
 _NEAR = timedelta(hours=4)
+#: How far a clock change moves a firing (two hours, Antarctica/Troll); firings more than
+#: this from every change are exactly the matching wall times.
+_CLEAN = _NEAR / 2
 _SECOND = timedelta(seconds=1)
 #: (start, end, UTC offset, whether the host fires every matching wall time in it)
 _Stretch = tuple[datetime, datetime, timedelta, bool]
@@ -358,12 +361,12 @@ class CronSchedule:
             wall = self._match_at_or_before(self._wall(moment))
             if wall is None:
                 raise NoOccurrence(self.text)
-            latest = wall.replace(tzinfo=self.tz, fold=1).astimezone(UTC)
-            if not self._ambiguous(wall):
-                latest = self._instant(wall)
-            if latest >= moment - _NEAR:
+            latest = self._instant(wall)  # a repeated time's second pass, a skipped one shifted
+            if latest >= moment - _CLEAN:
                 return latest
-            return self.previous_at_or_before(latest)  # far back: near a change of its own?
+            # Far back: a clock change near it may have moved a firing up to _CLEAN later
+            # (a skipped time fires shifted); none can lie further on.
+            return self.previous_at_or_before(min(moment, latest + _CLEAN))
         return self._replay(moment, change)
 
     def _clock_change_near(self, moment: datetime) -> datetime | None:
