@@ -301,6 +301,8 @@ def test_fields_separated_by_other_white_space_are_refused_with_the_hosts_messag
     message = str(refused.value)
     assert message.startswith("Error indexing method 'Functions.nightly_import'. ")
     assert HOST_MESSAGE.format(schedule) in message  # the expression as written, untrimmed
+    if " " not in schedule:
+        assert "fields are separated by spaces only" in message
 
 
 def test_a_number_may_be_followed_by_white_space_as_int_parse_allows() -> None:
