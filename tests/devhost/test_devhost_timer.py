@@ -222,3 +222,46 @@ def test_a_tab_separated_schedule_puts_the_function_in_error_with_the_hosts_mess
         "Error indexing method 'Functions.nightly_import'. The schedule expression "
         f"'{schedule}' was not recognized as a valid cron expression or timespan string."
     )
+
+
+@pytest.mark.parametrize(
+    ("schedule", "use_monitor"),
+    [("0 0 0 * * *", True), ("0 0 0 * * *", False), ("1.00:00:00", True)],
+)
+def test_a_firing_a_millisecond_early_is_not_followed_by_the_same_occurrence(
+    schedule: str,
+    use_monitor: bool,
+    connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
+    storage: StorageHelper,
+) -> None:
+    """TimerListenerTests.InvokeJobFunction_UpdatesScheduleMonitor_AccountsForSkew: the run
+    stands for Next, so Last = Next and the following Next is the day after."""
+    host_id = f"skew-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("AzureWebJobsStorage", connection_string)
+    monkeypatch.setenv("AzureFunctionsWebHost__hostid", host_id)
+    due = datetime(2016, 3, 5, tzinfo=UTC)
+    clock = NightClock(due - timedelta(milliseconds=1))
+    seen: list[datetime] = []
+
+    def skewed_timer(timer: func.TimerRequest) -> None:
+        seen.append(fired_occurrence(schedule, timer.schedule_status, clock.now()))
+
+    function = IndexedFunction(
+        name="skewed_timer",
+        trigger=TimerTrigger(schedule=schedule, use_monitor=use_monitor),
+        arg_name="timer",
+        user_function=skewed_timer,
+    )
+    listener = TimerListener(function, RequestCounter(), WorkerStats(), "every", clock=clock)
+    listener._status = {"Last": "2016-03-04T00:00:00+00:00", "Next": "2016-03-05T00:00:00+00:00"}
+    following = listener._fire(past_due=False, occurrence=due)
+    assert following == datetime(2016, 3, 6, tzinfo=UTC)
+    assert listener._status is not None
+    assert (_parse(listener._status["Last"]), _parse(listener._status["Next"])) == (due, following)
+    if schedule.startswith("0 "):
+        assert seen == [due]  # the {occurrence} of the early run, with and without a status
+    blob = storage.blobs.get_blob_client(
+        "azure-webjobs-hosts", f"timers/{host_id}/skewed_timer/status"
+    )
+    assert blob.exists() is use_monitor

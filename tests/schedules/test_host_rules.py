@@ -181,6 +181,38 @@ def test_is_interval_as_the_host_decides(expression: str, expected: bool) -> Non
     assert cron(expression, UTC).is_interval is expected
 
 
+# TimerListenerTests: GetNextInterval around the changes (the interval to the next firing)
+@pytest.mark.parametrize(
+    ("now", "text", "interval"),
+    [  # CronTimerSchedulesExitingDST, every case
+        (pacific(2018, 11, 4, 1, 31, offset=-7), "0 30 * * * *", timedelta(minutes=59)),
+        (pacific(2018, 11, 4, 1, 59, offset=-7), "0 * * * * *", timedelta(minutes=1)),
+        (pacific(2018, 11, 4, 1, 30, offset=-7), "0 * * * * *", timedelta(minutes=1)),
+        (pacific(2018, 11, 4, 1, 45, offset=-7), "0 0,30 1-2 * * *", timedelta(minutes=15)),
+        (pacific(2018, 11, 4, 1, 45, offset=-8), "0 0,30 1-3 * * *", timedelta(minutes=15)),
+        (pacific(2018, 11, 4, 1, 30, offset=-7), "0 * 1-3 * * *", timedelta(minutes=1)),
+        (pacific(2018, 11, 4, 0, 59, offset=-7), "0 * * * * *", timedelta(minutes=1)),
+        (pacific(2018, 11, 4, 1, 31, offset=-8), "0 30 * * * *", timedelta(minutes=59)),
+        (pacific(2018, 11, 2, 18, 0, offset=-7), "0 0 18 * * 5", timedelta(hours=169)),
+        (pacific(2018, 11, 4, 1, 30, offset=-7), "0 30 1 * * *", timedelta(hours=25)),
+        (pacific(2018, 11, 4, 0, 30, offset=-7), "0 30 1 * * *", timedelta(hours=1)),
+        (pacific(2018, 11, 4, 1, 29, offset=-7), "0 30 1 * * *", timedelta(minutes=1)),
+        (pacific(2018, 11, 4, 1, 29, offset=-8), "0 30 1 * * *", timedelta(days=1, minutes=1)),
+        (pacific(2018, 11, 4, 1, 31, offset=-7), "0 30 1 * * *", timedelta(days=1, minutes=59)),
+        # TimerSchedulesEnteringDST and TimerSchedulesWithinDST (2018-03-11 02:00 -> 03:00)
+        (pacific(2018, 3, 9, 18, 0, offset=-8), "0 0 18 * * 5", timedelta(hours=167)),
+        (pacific(2018, 3, 9, 18, 0, offset=-8), "7.00:00:00", timedelta(days=7)),
+        (pacific(2018, 3, 11, 1, 59, offset=-8), "0 59 * * * *", timedelta(hours=1)),
+        (pacific(2018, 3, 11, 1, 59, offset=-8), "00:05:00", timedelta(minutes=5)),
+    ],
+)
+def test_the_interval_to_the_next_firing_across_clock_changes(
+    now: datetime, text: str, interval: timedelta
+) -> None:
+    schedule = parse_schedule(text, tz=PACIFIC)
+    assert schedule.next_after(now) - now == interval
+
+
 # -- the cases of the issue ---------------------------------------------------------------------
 def test_an_hourly_interval_fires_in_both_passes_in_los_angeles() -> None:
     schedule = cron("0 30 * * * *")
