@@ -6,6 +6,13 @@ real host's Listener-mode singleton. The schedule monitor keeps
 `azure-webjobs-hosts/timers/{hostId}/{function}/status` = {Last, Next, LastUpdated}; when the
 stored Next has passed at start-up there is ONE catch-up run with past_due=True.
 No retry on failure, like the host.
+
+As the host's `TimerListener`: the schedule (`blobsingleton.schedules`, with the host's
+daylight-saving rules: an interval fires in both passes of a repeated hour, a point in time
+once) is followed from the time each firing started, moved up to the occurrence it stood for
+if it fired early; the function sees the schedule status only when the monitor is on, and the
+monitor is off for schedules that fire more often than once a minute. A `Clock` can be
+injected (tests replay a night with a clock change in milliseconds).
 """
 
 from __future__ import annotations
@@ -14,10 +21,9 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import blobsingleton
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
@@ -58,10 +64,31 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class Clock(Protocol):
+    """Where a timer listener reads the time and waits."""
+
+    def now(self) -> datetime: ...
+
+    def wait(self, stop: threading.Event, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The machine's clock; waiting ends early when `stop` is set."""
+
+    def now(self) -> datetime:
+        return _now()
+
+    def wait(self, stop: threading.Event, seconds: float) -> None:
+        stop.wait(seconds)
+
+
 class ScheduleMonitor:
     """The status blob of one timer function, read and written unconditionally like the host."""
 
-    def __init__(self, function_name: str, counter: RequestCounter) -> None:
+    def __init__(
+        self, function_name: str, counter: RequestCounter, clock: Clock | None = None
+    ) -> None:
+        self._clock = clock or SystemClock()
         account = blobsingleton.from_settings("AzureWebJobsStorage")
         service = account.with_options(raw_request_hook=counter).blob_service()
         self.blob_name = f"timers/{blobsingleton.host_id()}/{function_name}/status"
@@ -79,7 +106,7 @@ class ScheduleMonitor:
         return data if isinstance(data, dict) else None
 
     def write(self, last: datetime, next_: datetime) -> dict[str, str]:
-        status = {"Last": _iso(last), "Next": _iso(next_), "LastUpdated": _iso(_now())}
+        status = {"Last": _iso(last), "Next": _iso(next_), "LastUpdated": _iso(self._clock.now())}
         payload = json.dumps(status).encode()
         try:
             self._blob.upload_blob(payload, overwrite=True)
@@ -99,6 +126,7 @@ class TimerListener:
         host_counter: RequestCounter,
         stats: WorkerStats,
         mode: str = "every",
+        clock: Clock | None = None,
     ) -> None:
         assert isinstance(function.trigger, TimerTrigger)
         if mode not in TIMER_MODES:
@@ -108,8 +136,15 @@ class TimerListener:
         self.schedule: Schedule = parse_schedule(self.trigger.schedule, function.name)
         self.mode = mode
         self.stats = stats
+        self.clock: Clock = clock or SystemClock()
+        # the host turns the monitor off for schedules that fire more often than once a minute
+        self.monitor_turned_off = self.trigger.use_monitor and self.schedule.monitor_disabled(
+            self.clock.now()
+        )
         self.monitor = (
-            ScheduleMonitor(function.name, host_counter) if self.trigger.use_monitor else None
+            ScheduleMonitor(function.name, host_counter, self.clock)
+            if self.trigger.use_monitor and not self.monitor_turned_off
+            else None
         )
         # The host's own blobs (listener leases, timer status) go through the host's counter.
         self._hosts = (
@@ -131,7 +166,11 @@ class TimerListener:
             self.function.name,
             self.trigger.resolved_schedule(),
             self.mode,
-            "on" if self.monitor else "off",
+            "on"
+            if self.monitor
+            else "off (the schedule fires more than once a minute)"
+            if self.monitor_turned_off
+            else "off",
         )
         self._thread.start()
 
@@ -173,7 +212,7 @@ class TimerListener:
             except Exception as error:
                 log.warning("%s: listener lease attempt failed: %r", self.function.name, error)
             if not lease.is_held:
-                self._stop.wait(LISTENER_RECOVERY_INTERVAL)
+                self.clock.wait(self._stop, LISTENER_RECOVERY_INTERVAL)
                 continue
             self._lease = lease
             log.info(
@@ -199,7 +238,7 @@ class TimerListener:
         self._lease = None
 
     def _run_schedule(self, active: Callable[[], bool]) -> None:
-        now = _now()
+        now = self.clock.now()
         status = self._read_status()
         stored_next = _parse(status.get("Next")) if status else None
         if stored_next is not None and stored_next < now:
@@ -208,19 +247,18 @@ class TimerListener:
                 self.function.name,
                 _iso(stored_next),
             )
-            self._fire(past_due=True, occurrence=now)
+            self._fire(past_due=True)
         elif self.trigger.run_on_startup:
-            self._fire(past_due=False, occurrence=now)
+            self._fire(past_due=False, on_startup=True)
         elif self.monitor is not None and (status is None or stored_next is None):
             self._write_status(NEVER, self.schedule.next_after(now))
-        next_time = self.schedule.next_after(_now())
+        next_time = self.schedule.next_after(self.clock.now())
         while active():
-            delay = (next_time - _now()).total_seconds()
+            delay = (next_time - self.clock.now()).total_seconds()
             if delay > 0:
-                self._stop.wait(min(delay, 1.0))
+                self.clock.wait(self._stop, min(delay, 1.0))
                 continue
-            self._fire(past_due=False, occurrence=next_time)
-            next_time = self.schedule.next_after(max(_now(), next_time))
+            next_time = self._fire(past_due=False, occurrence=next_time)
 
     # one run
 
@@ -233,25 +271,34 @@ class TimerListener:
                 return self._status
             except Exception as error:
                 log.warning("%s: reading timer status failed: %r", self.function.name, error)
-                time.sleep(0.5 * (attempt + 1))
+                self.clock.wait(self._stop, 0.5 * (attempt + 1))
         return None
 
     def _write_status(self, last: datetime, next_: datetime) -> None:
         if self.monitor is None:
-            self._status = {"Last": _iso(last), "Next": _iso(next_), "LastUpdated": _iso(_now())}
+            self._status = {
+                "Last": _iso(last),
+                "Next": _iso(next_),
+                "LastUpdated": _iso(self.clock.now()),
+            }
             return
         try:
             self._status = self.monitor.write(last, next_)
         except Exception as error:
             log.warning("%s: writing timer status failed: %r", self.function.name, error)
 
-    def _fire(self, *, past_due: bool, occurrence: datetime) -> None:
+    def _fire(
+        self, *, past_due: bool, occurrence: datetime | None = None, on_startup: bool = False
+    ) -> datetime:
+        """One invocation; returns the next occurrence, computed as the host computes it.
+
+        The function sees the schedule status only when the monitor is on (the host passes
+        none otherwise). The next occurrence follows from the time the firing started, or
+        from the occurrence it stood for if the timer fired before it (early firing), so a
+        firing is never followed by the same occurrence again."""
         name = self.function.name
-        status = (
-            dict(self._status)
-            if self._status
-            else {"Last": _iso(NEVER), "Next": _iso(occurrence), "LastUpdated": _iso(_now())}
-        )
+        fired_at = self.clock.now()
+        status = dict(self._status) if self.monitor is not None and self._status else None
         self.stats.started(name)
         ok = False
         try:
@@ -268,4 +315,9 @@ class TimerListener:
             log.exception("%s: timer invocation failed (no retry, like the host)", name)
         finally:
             self.stats.finished(name, ok)
-        self._write_status(occurrence, self.schedule.next_after(max(_now(), occurrence)))
+        basis = fired_at
+        if not past_due and not on_startup and occurrence is not None and occurrence > fired_at:
+            basis = occurrence
+        following = self.schedule.next_after(basis)
+        self._write_status(basis, following)
+        return following

@@ -5,7 +5,8 @@
 2. the fields of a JSON object body of a `func.QueueMessage` argument;
 3. the route parameters, then query parameters, of a `func.HttpRequest` argument;
 4. `{occurrence}`: the schedule occurrence of a `func.TimerRequest` argument (needs the
-   schedule), the same on every instance however late each one fires.
+   schedule), the same on every instance however late each one fires, and for a timer that
+   fired up to `schedules.EARLY_FIRE` early (with the host's daylight-saving rules).
 `%SETTING%` is replaced by the app setting first.
 """
 
