@@ -54,7 +54,7 @@ class ContentMismatch(ValueError):
 
     def __init__(self, event_id: str, fields: tuple[str, ...]) -> None:
         super().__init__(
-            f"event id {event_id!r} was used before for a notification with different content "
+            "this event id was used before for a notification with different content "
             f"(fields that differ: {', '.join(fields)}); not sent"
         )
         self.event_id = event_id
