@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 import pytest
-from blobsingleton import BlobRecordStore, once
+from blobsingleton import BlobRecordStore, Record, Status, once
 
 from functions import notifications
+from shared import storage
 from shared.notifications import Notification, OutboxSender, Sender, SendResult, read_outbox
 from shared.notifications.fingerprint import (
     FIELDS,
@@ -169,6 +171,27 @@ def test_a_record_of_the_first_content_fingerprint_is_still_honoured(
     fn(message(body))
     assert read_outbox() == [] and poison_messages(app_env) == []
     other = json.dumps({**body, "subject": "Another"}).encode()
+    fn(message(other))
+    assert poison_messages(app_env) == [other] and read_outbox() == []
+
+
+def test_an_older_in_progress_record_defers_its_duplicates_and_poisons_the_rest(
+    app_env: dict[str, str],
+) -> None:
+    """An earlier release's send still running at the upgrade: a copy waits for it."""
+    fn = user_function()
+    body = event()
+    legacy = hashlib.sha256(identity_fingerprint(parse(body)).encode()).hexdigest()
+    now = time.time()
+    old = Record(key=f"email-{body['event_id']}", status=Status.IN_PROGRESS, started_at=now,
+                 expires_at=now + 60, payload_hash=legacy, owner="old-release")  # fmt: skip
+    BlobRecordStore().put_if_absent(old)
+    copy = json.dumps({**body, "subject": "Rendered by the new release"}).encode()
+    fn(message(copy))
+    deferred = storage.queue_client(app_env["NOTIFICATIONS_QUEUE"]).get_queue_properties()
+    assert deferred.approximate_message_count == 1  # re-enqueued (invisible for now)
+    assert poison_messages(app_env) == [] and read_outbox() == []
+    other = json.dumps({**body, "to": ["eve@example.net"]}).encode()
     fn(message(other))
     assert poison_messages(app_env) == [other] and read_outbox() == []
 
