@@ -3,10 +3,13 @@
 A queue message (see `shared.notifications.message`) becomes one send, guarded by
 `@once("email-{notification.event_id}")`: a duplicate of an event already sent completes
 without sending, a duplicate arriving while another instance is sending is deferred (re-queued
-with a delay), and a failed send frees the key so the host's retry sends it. What can never
+with a delay), and a failed send frees the key so the host's retry sends it. A duplicate is a
+message whose content fingerprint (subject, body, recipients, type, template and its data:
+`shared.notifications.fingerprint`) equals the one recorded for the event id. What can never
 succeed goes to the poison queue at once with its reason: an invalid message, an email the
-provider refused for good, or an event id reused for a different notification. What may
-succeed later (TransientEmailError, storage errors) raises, so the host retries it.
+provider refused for good, or an event id reused for different content (the reason names the
+fields that differ, never their values). What may succeed later (TransientEmailError,
+storage errors) raises, so the host retries it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from shared.notifications import (
     PermanentEmailError,
     sender_from_settings,
 )
+from shared.notifications.fingerprint import (
+    ContentMismatch,
+    FingerprintStore,
+    delivering,
+    differing_fields,
+    payload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +44,12 @@ bp = func.Blueprint()
 
 @once(
     "email-{notification.event_id}",
-    payload=lambda notification, msg: notification.fingerprint(),
+    payload=payload,
+    store=FingerprintStore(),
     on_in_progress=Busy.DEFER,
     queue=QUEUE,
 )
-def deliver(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
-    """Send `notification` once per event id; `msg` is what a deferral re-enqueues."""
+def _deliver_once(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
     result = sender_from_settings().send(notification)
     log.info(
         "notification %s (%s) sent via %s, message id %s, %d attempt(s)",
@@ -47,6 +57,20 @@ def deliver(notification: Notification, msg: func.QueueMessage) -> dict[str, Any
         result.attempts,
     )  # fmt: skip
     return result.to_dict()
+
+
+def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
+    """Send `notification` once per event id; `msg` is what a deferral re-enqueues.
+
+    Raises `ContentMismatch` (naming the differing fields) when the event id was used before
+    for a notification with other content.
+    """
+    with delivering(notification) as delivery:
+        try:
+            return _deliver_once(notification, msg)
+        except PayloadMismatch:
+            fields = delivery.differing or differing_fields(None, delivery.fingerprint)
+            raise ContentMismatch(notification.event_id, fields) from None
 
 
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
@@ -61,5 +85,5 @@ def send_notification(msg: func.QueueMessage) -> None:
         return
     try:
         deliver(notification, msg)
-    except (PermanentEmailError, PayloadMismatch) as exc:
+    except (PermanentEmailError, ContentMismatch) as exc:
         poison.reject(msg, QUEUE, f"event {notification.event_id}: {exc}")

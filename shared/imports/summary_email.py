@@ -5,6 +5,13 @@ event_id `import-{account}-{run_id}`; the notifications function sends each even
 so a retried or taken-over run cannot email twice. Recipients: app setting
 IMPORT_REPORT_TO (comma-separated); unset means no email. The text holds counts and blob
 names only, no member data.
+
+Subject and text are a function of the run's outcome only (account, run, trigger, status,
+file counts and errors, the report blob's name), never of the attempt that sends them (no
+duration, token, instance or clock: the report blob has those). A re-run of a run whose
+summary went out (a crash between the enqueue and the run-once completion) renders the same
+notification, a true duplicate of the same event id: one email per run. The notifications
+function poisons a different notification under a used id, so nothing volatile may go in.
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
         f"{totals['files_left_in_incoming']} left in incoming)",
         f"Records: {totals['records']}; imported {totals['imported']}; "
         f"rejected {totals['rejected']}",
-        f"Duration: {report.duration_s:.1f} s",
         "",
     ]
     for f in report.files:

@@ -16,7 +16,6 @@ error messages end up in logs).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -202,24 +201,6 @@ class Notification:
         return json.dumps(
             self.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
-
-    def fingerprint(self) -> str:
-        """SHA-256 (hex) of what identifies the notification: event id, type, recipients, template.
-
-        Used as the run-once payload check, so an event id reused for a different notification
-        (another type, other recipients) is noticed instead of silently treated as already
-        sent. Subject and body are left out on purpose: a producer that retries renders them
-        again (a duration, a timestamp, counts of a re-run), and that is the same notification,
-        a duplicate to skip, not a message to poison.
-        """
-        identity = {
-            "event_id": self.event_id,
-            "type": self.type,
-            "to": sorted(address.lower() for address in self.to),
-            "template_id": self.template_id,
-        }
-        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
     def __repr__(self) -> str:
         # Addresses and body text are personal data: keep them out of reprs (and so out of logs).

@@ -136,24 +136,42 @@ def test_invalid_message_goes_to_poison_at_once(
     assert "bad-msg-1" in caplog.text and "invalid notification" in caplog.text
 
 
-def test_event_id_reused_for_another_notification_goes_to_poison(app_env: dict[str, str]) -> None:
+def test_event_id_reused_for_another_notification_goes_to_poison(
+    app_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
     fn = user_function()
     body = event()
     fn(message(body))
     other = json.dumps({**body, "type": "invoice.paid"}).encode()
+    caplog.set_level("WARNING")
     fn(message(other))
     assert len(read_outbox()) == 1
     assert poison_messages(app_env) == [other]
+    assert "different content (fields that differ: type)" in caplog.text
 
 
-def test_the_same_event_rendered_again_is_a_duplicate_not_poison(app_env: dict[str, str]) -> None:
-    """A re-run's import summary carries its own duration: one email, nothing poisoned."""
+def test_a_reused_id_with_another_subject_or_body_is_poisoned_not_dropped(
+    app_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 23: the same id and recipients with another subject, then another body: both
+    poisoned with the fields named (never their values), one email in all."""
     fn = user_function()
     body = event()
     fn(message(body))
-    fn(message(json.dumps({**body, "subject": "Re-rendered", "text": "Duration: 9.9 s"}).encode()))
+    new_subject = json.dumps({**body, "subject": "Refund of EUR 1,200 issued"}).encode()
+    new_body = json.dumps({**body, "text": "Your diagnosis letter is attached."}).encode()
+    caplog.set_level("WARNING")
+    fn(message(new_subject, msg_id="subject-msg"))
+    fn(message(new_body, msg_id="body-msg"))
+    fn(message(body))  # the original again: still a plain duplicate
     assert len(read_outbox()) == 1
-    assert poison_messages(app_env) == []
+    assert poison_messages(app_env) == [new_subject, new_body]
+    reasons = [r.getMessage() for r in caplog.records if "moved to" in r.getMessage()]
+    assert len(reasons) == 2
+    assert "subject-msg" in reasons[0] and "(fields that differ: subject)" in reasons[0]
+    assert "body-msg" in reasons[1] and "(fields that differ: text)" in reasons[1]
+    for secret in ("Refund", "EUR", "diagnosis", "on its way", "ada@example.com", "grace@"):
+        assert secret not in caplog.text
 
 
 def test_concurrent_deliveries_send_once(app_env: dict[str, str]) -> None:
