@@ -1,6 +1,6 @@
 """`@once(key)`: run a function's work once per key, however many deliveries arrive.
 
-    @once("email-{notification.event_id}", payload=lambda n, msg: n.fingerprint(),
+    @once("email-{notification.event_id}", payload=lambda n, msg: n.to_dict(),
           on_in_progress=Busy.DEFER, queue="%NOTIFICATIONS_QUEUE%")
     def deliver(notification: Notification, msg: func.QueueMessage) -> dict: ...
 
