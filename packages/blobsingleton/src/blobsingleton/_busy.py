@@ -12,10 +12,10 @@ import contextlib
 import inspect
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _deferral as deferral
 from blobsingleton._connection import StorageAccount
@@ -26,6 +26,31 @@ from blobsingleton._offloop import off_loop
 log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Guarded(Protocol):
+    """What a decorator that always runs the function (or raises) does to its type."""
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+class MaybeSkipped(Protocol):
+    """What a decorator that may return without running does: the result may be None
+    (`Busy.SKIP`, `Busy.DEFER`, an abandoned at-most-once run, a policy's own answer)."""
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> Callable[P, Coroutine[Any, Any, R | None]]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Callable[P, R | None]: ...
 
 
 class Busy(StrEnum):

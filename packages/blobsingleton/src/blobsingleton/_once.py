@@ -26,6 +26,7 @@ from blobsingleton._busy import (
     BusyHandling,
     BusyPolicy,
     Guard,
+    MaybeSkipped,
     check_policy,
     guarded,
 )
@@ -129,7 +130,7 @@ def once(
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
-) -> Callable[[F], F]:
+) -> MaybeSkipped:
     """Run the decorated function's work once per resolved `key` while its record lives.
 
     A completed key returns its stored result without running; a failed run frees the key.

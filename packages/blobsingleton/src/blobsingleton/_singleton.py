@@ -17,7 +17,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
@@ -27,6 +27,8 @@ from blobsingleton._busy import (
     BusyHandling,
     BusyPolicy,
     Guard,
+    Guarded,
+    MaybeSkipped,
     check_policy,
     guarded,
 )
@@ -104,6 +106,36 @@ class _LeaseGuard(Guard):
             self.lease.release()
 
 
+@overload
+def singleton(
+    scope: str,
+    *,
+    on_busy: Literal[Busy.WAIT] = ...,
+    wait_timeout: float = ...,
+    period: float = ...,
+    queue: str | None = ...,
+    defer_seconds: float | None = ...,
+    schedule: str | None = ...,
+    container: ContainerClient | None = ...,
+    storage: StorageAccount | None = ...,
+    fair: bool | None = ...,
+    namespace: str | None = ...,
+) -> Guarded: ...
+@overload
+def singleton(
+    scope: str,
+    *,
+    on_busy: BusyPolicy,
+    wait_timeout: float = ...,
+    period: float = ...,
+    queue: str | None = ...,
+    defer_seconds: float | None = ...,
+    schedule: str | None = ...,
+    container: ContainerClient | None = ...,
+    storage: StorageAccount | None = ...,
+    fair: bool | None = ...,
+    namespace: str | None = ...,
+) -> MaybeSkipped: ...
 def singleton(
     scope: str,
     *,
@@ -117,7 +149,7 @@ def singleton(
     storage: StorageAccount | None = None,
     fair: bool | None = None,
     namespace: str | None = None,
-) -> Callable[[F], F]:
+) -> Guarded | MaybeSkipped:
     """Run the function only while holding the lease named by `scope` (a key template).
 
     `on_busy`: `Busy.WAIT` (default, up to `wait_timeout` s, then `LeaseTimeout` so the host
