@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup chromium demo test test-long lint audit bench screenshot clean
+.PHONY: setup chromium demo test test-long lint docs dist audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -37,7 +37,7 @@ node_modules/.installed: package.json package-lock.json
 demo: setup
 	$(PY) -m devhost demo
 
-test: setup lint
+test: setup lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
@@ -49,6 +49,16 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict packages/blobsingleton/src
 	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
+
+# The library's API reference, from its docstrings: any warning fails the build.
+docs: $(VENV)/.installed
+	$(PY) -W error -m pdoc --docformat markdown -o .build/docs blobsingleton \
+		blobsingleton.testing blobsingleton.ops blobsingleton.schedules blobsingleton.errors
+
+# The library's release artifacts: sdist and wheel in dist/, metadata checked strictly.
+dist: $(VENV)/.installed
+	rm -rf dist && $(PY) -m build --outdir dist packages/blobsingleton
+	$(PY) -m twine check --strict dist/*
 
 # Known vulnerabilities in the pinned dependencies (needs network access to PyPI / OSV).
 audit: $(VENV)/.installed
@@ -63,4 +73,4 @@ screenshot: setup
 	$(PY) -m tests.ops.screenshot docs/status-page.png
 
 clean:
-	rm -rf $(VENV) node_modules .devhost .pytest_cache .ruff_cache
+	rm -rf $(VENV) node_modules .devhost .pytest_cache .ruff_cache .build dist
