@@ -10,7 +10,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from blobsingleton import StorageAccount, from_settings
+from blobsingleton import StorageAccount
+from blobsingleton.config import from_settings
 
 from devhost import services
 from devhost.request_counting import RequestCounter

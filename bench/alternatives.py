@@ -34,7 +34,8 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobClient, BlobLeaseClient, ContainerClient
-from blobsingleton import BlobRecordStore, once
+from blobsingleton import once
+from blobsingleton.records import BlobRecordStore
 
 Work = Callable[[], None]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import blobsingleton
+import blobsingleton.config
 
 LOCAL_SETTINGS = "local.settings.json"
 SAMPLE_SETTINGS = "local.settings.sample.json"
@@ -86,7 +87,7 @@ def with_host_id(settings: dict[str, str | None], app_dir: Path | str) -> dict[s
     App Service id from a site name it does not have."""
     settings.setdefault("AzureWebJobsScriptRoot", str(Path(app_dir).resolve()))
     local = {k: v for k, v in settings.items() if k != "WEBSITE_INSTANCE_ID"}
-    settings["AzureFunctionsWebHost__hostid"] = blobsingleton.host_id(local)
+    settings["AzureFunctionsWebHost__hostid"] = blobsingleton.config.host_id(local)
     return settings
 
 

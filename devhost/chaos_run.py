@@ -29,7 +29,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from azure.core.exceptions import ResourceNotFoundError
-from blobsingleton import from_settings, ops
+from blobsingleton import ops
+from blobsingleton.config import from_settings
 
 from devhost import services
 from devhost.chaos import (

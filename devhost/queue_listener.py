@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import blobsingleton
+import blobsingleton.config
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.functions import meta
 from azure.functions.queue import QueueMessageInConverter
@@ -148,7 +149,7 @@ class QueueListener:
         self.queue_name = function.trigger.resolved_queue_name()
         self.poison_name = f"{self.queue_name}-poison"
         service = (
-            blobsingleton.from_settings(function.trigger.connection)
+            blobsingleton.config.from_settings(function.trigger.connection)
             .with_options(raw_request_hook=host_counter)
             .queue_service()
         )

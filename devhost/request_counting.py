@@ -2,7 +2,7 @@
 
 The app and the library never count anything themselves. The local host, the benchmarks and
 the tests install `request_counter` as the `raw_request_hook` client option of every account
-built from settings (`blobsingleton.set_client_options`); the SDK calls it once per attempt.
+built from settings (`blobsingleton.config.set_client_options`); the SDK calls it once per attempt.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 import blobsingleton
+import blobsingleton.config
 
 
 class RequestCounter:
@@ -45,5 +46,5 @@ request_counter = RequestCounter()
 
 def install() -> RequestCounter:
     """Attach `request_counter` to every storage client built from settings from now on."""
-    blobsingleton.set_client_options(raw_request_hook=request_counter)
+    blobsingleton.config.set_client_options(raw_request_hook=request_counter)
     return request_counter

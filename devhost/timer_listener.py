@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import blobsingleton
+import blobsingleton.config
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
 from blobsingleton.schedules import Schedule, parse_schedule
@@ -89,9 +90,9 @@ class ScheduleMonitor:
         self, function_name: str, counter: RequestCounter, clock: Clock | None = None
     ) -> None:
         self._clock = clock or SystemClock()
-        account = blobsingleton.from_settings("AzureWebJobsStorage")
+        account = blobsingleton.config.from_settings("AzureWebJobsStorage")
         service = account.with_options(raw_request_hook=counter).blob_service()
-        self.blob_name = f"timers/{blobsingleton.host_id()}/{function_name}/status"
+        self.blob_name = f"timers/{blobsingleton.config.host_id()}/{function_name}/status"
         self._container = service.get_container_client(HOSTS_CONTAINER)
         self._blob = self._container.get_blob_client(self.blob_name)
 
@@ -148,7 +149,7 @@ class TimerListener:
         )
         # The host's own blobs (listener leases, timer status) go through the host's counter.
         self._hosts = (
-            blobsingleton.from_settings("AzureWebJobsStorage")
+            blobsingleton.config.from_settings("AzureWebJobsStorage")
             .with_options(raw_request_hook=host_counter)
             .blob_service()
             .get_container_client(HOSTS_CONTAINER)
@@ -202,7 +203,7 @@ class TimerListener:
     def _run_with_listener_lease(self) -> None:
         from blobsingleton import BlobLease, LeaseError
 
-        key = f"{blobsingleton.host_id()}/{self.function.name}.Listener"
+        key = f"{blobsingleton.config.host_id()}/{self.function.name}.Listener"
         while not self._stop.is_set():
             lease = BlobLease(key, period=LISTENER_LEASE_PERIOD, container=self._hosts)
             try:

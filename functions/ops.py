@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import azure.functions as func
-from blobsingleton import ops, validate_key
+from blobsingleton import ops
+from blobsingleton.config import validate_key
 from blobsingleton.errors import InvalidKey
 
 from shared import ops as app_ops

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from blobsingleton import encode_key, ops
+from blobsingleton import ops
+from blobsingleton.config import encode_key
 from blobsingleton.errors import InvalidKey
 
 from shared.imports.accounts import InvalidAccount, validate_account

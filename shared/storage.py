@@ -1,6 +1,6 @@
 """The app's storage clients: queues, tables and blobs of the account a connection names.
 
-Every client comes from `blobsingleton.from_settings(connection)`, the same account (and the
+Every client comes from `blobsingleton.config.from_settings(connection)`, the same account (and the
 same client options) the library's leases and run-once records use: a connection string in
 `AzureWebJobsStorage` (`UseDevelopmentStorage=true` included) or identity-based settings
 (`AzureWebJobsStorage__accountName`, or `__blobServiceUri` / `__queueServiceUri` /
@@ -14,7 +14,9 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
-from blobsingleton import SettingMissing, StorageAccount, from_settings
+from blobsingleton import StorageAccount
+from blobsingleton.config import from_settings
+from blobsingleton.errors import SettingMissing
 from blobsingleton.queues import send_message as _send
 from blobsingleton.settings import setting
 

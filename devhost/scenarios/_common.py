@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from blobsingleton import StorageAccount, from_settings
+from blobsingleton import StorageAccount
+from blobsingleton.config import from_settings
 
 from devhost import services
 from devhost.app_settings import AppSettings, load_app_settings

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.data.tables import TableServiceClient
-from blobsingleton import from_settings
+from blobsingleton.config import from_settings
 
 from devhost.scenarios import _common
 from devhost.scenarios import _import_samples as samples

@@ -23,7 +23,8 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableTransactionError, UpdateMode
-from blobsingleton import emit_event, instance_id, settings
+from blobsingleton import events, settings
+from blobsingleton.leases import instance_id
 
 from shared import storage
 from shared.imports.keys import LEASE_KEY
@@ -247,7 +248,12 @@ class FencedMemberWriter:
     def _stale(self, newer: int | None) -> StaleHolder:
         error = StaleHolder(self.account, self.token, newer)
         log.error("%s (account %s)", error, self.account)
-        emit_event("stale_writer", key=LEASE_KEY.format(account=self.account), token=self.token)
+        events.emit(
+            "stale_writer",
+            warning=True,
+            key=LEASE_KEY.format(account=self.account),
+            token=self.token,
+        )
         return error
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from blobsingleton import instance_id
+from blobsingleton.leases import instance_id
 
 #: Rejections listed per file in the report (all of them are in the rejected file).
 SAMPLE_REJECTIONS = 20

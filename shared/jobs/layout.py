@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from blobsingleton import blob_name, encode_key, validate_key
+from blobsingleton.config import blob_name, encode_key, validate_key
 from blobsingleton.errors import InvalidKey
 
 JOBS_PREFIX = "jobs"

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobsingleton import BlobRecordStore, Record, RecordStore
+from blobsingleton.records import BlobRecordStore, Record, RecordStore
 
 from shared.notifications.message import Notification
 

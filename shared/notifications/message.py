@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobsingleton import validate_key
+from blobsingleton.config import validate_key
 from blobsingleton.errors import InvalidKey
 
 from shared.json_body import InvalidBody, json_type, parse_object

@@ -18,7 +18,8 @@ from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
-from blobsingleton import encode_key, settings, validate_key
+from blobsingleton import settings
+from blobsingleton.config import encode_key, validate_key
 
 from shared import storage
 

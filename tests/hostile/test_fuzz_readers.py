@@ -13,7 +13,8 @@ import json
 from datetime import date
 from typing import Any
 
-from blobsingleton import InvalidKey, blob_name
+from blobsingleton.config import blob_name
+from blobsingleton.errors import InvalidKey
 from hypothesis import example, given
 from hypothesis import strategies as st
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import blobsingleton
+import blobsingleton.config
 import pytest
 from azure.core.credentials import AccessToken
 from cryptography import x509
@@ -131,8 +132,8 @@ def identity_env(
     monkeypatch.setenv("EMAIL_OUTBOX_CONTAINER", f"outbox-{suffix}")
     credential = EntraLikeCredential()
     assert oauth_azurite.certificate is not None
-    blobsingleton.set_default_credential(credential)
-    blobsingleton.set_client_options(
+    blobsingleton.config.set_default_credential(credential)
+    blobsingleton.config.set_client_options(
         raw_request_hook=request_counting.request_counter,
         raw_response_hook=auth_schemes,
         connection_verify=str(oauth_azurite.certificate),
@@ -142,5 +143,5 @@ def identity_env(
         # Every request the test sent was signed with a token, none with the account key.
         assert auth_schemes.seen and set(auth_schemes.seen) == {"Bearer"}, set(auth_schemes.seen)
     finally:
-        blobsingleton.set_default_credential(None)
+        blobsingleton.config.set_default_credential(None)
         request_counting.install()

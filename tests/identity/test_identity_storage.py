@@ -7,8 +7,10 @@ import uuid
 
 import azure.functions as func
 import blobsingleton
+import blobsingleton.config
 import pytest
-from blobsingleton import BlobLease, SettingMissing, once
+from blobsingleton import BlobLease, once
+from blobsingleton.errors import SettingMissing
 
 from devhost import services
 from devhost.scenarios import _import_samples as samples
@@ -103,7 +105,7 @@ def test_a_connection_string_and_identity_settings_together_are_refused(
     monkeypatch.setenv("AzureWebJobsStorage", "UseDevelopmentStorage=true")
     monkeypatch.setenv("AzureWebJobsStorage__blobServiceUri", "https://a.blob.core.windows.net")
     with pytest.raises(SettingMissing) as refused:
-        blobsingleton.from_settings("AzureWebJobsStorage")
+        blobsingleton.config.from_settings("AzureWebJobsStorage")
     message = str(refused.value)
     assert "AzureWebJobsStorage" in message and "AzureWebJobsStorage__blobServiceUri" in message
 
@@ -114,5 +116,5 @@ def test_neither_a_connection_string_nor_identity_settings_is_refused(
     for suffix in ("", "__accountName", "__blobServiceUri", "__queueServiceUri"):
         monkeypatch.delenv(f"AzureWebJobsStorage{suffix}", raising=False)
     with pytest.raises(SettingMissing) as refused:
-        blobsingleton.from_settings("AzureWebJobsStorage")
+        blobsingleton.config.from_settings("AzureWebJobsStorage")
     assert "AzureWebJobsStorage__accountName" in str(refused.value)

@@ -11,9 +11,10 @@ from datetime import UTC, date, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import BlobLease, BlobRecordStore
+from blobsingleton import BlobLease
 from blobsingleton._once_handler import OnceHandler
 from blobsingleton._templates import resolve_key
+from blobsingleton.records import BlobRecordStore
 from blobsingleton.schedules import fired_occurrence
 
 from devhost.scenarios import _import_samples as samples

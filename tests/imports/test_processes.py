@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from blobsingleton import BlobRecordStore
+from blobsingleton.records import BlobRecordStore
 
 from devhost.scenarios import _import_samples as samples
 from shared.imports.request import ImportRequest

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from blobsingleton import BlobLease, LeaseLost, install_signal_handlers
+from blobsingleton import BlobLease, LeaseLost
+from blobsingleton.leases import install_signal_handlers
 
 
 def main() -> None:

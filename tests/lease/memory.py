@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from blobsingleton import BaseLease
 from blobsingleton.errors import LeaseLost, StorageUnavailable
+from blobsingleton.leases import BaseLease
 
 
 class FakeClock:

@@ -9,15 +9,9 @@ import time
 
 import pytest
 from azure.storage.blob import BlobLeaseClient
-from blobsingleton import (
-    BlobLease,
-    LeaseLost,
-    LeaseNotHeld,
-    LeaseSemaphore,
-    LeaseTimeout,
-    Owner,
-    read_lock,
-)
+from blobsingleton import BlobLease, LeaseLost, LeaseSemaphore, LeaseTimeout
+from blobsingleton.errors import LeaseNotHeld
+from blobsingleton.leases import Owner, read_lock
 
 from devhost.request_counting import request_counter
 from shared.storage import blob_service

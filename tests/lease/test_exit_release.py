@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from blobsingleton import BlobLease, read_lock
+from blobsingleton import BlobLease
+from blobsingleton.leases import read_lock
 
 HOLD_AND_EXIT = """
 import sys
@@ -46,7 +47,8 @@ def test_a_normal_exit_releases_held_leases_without_signal_handlers(
 
 SIGNALLED_WHILE_LOCKED = """
 import os, signal, sys, time
-from blobsingleton import BlobLease, install_signal_handlers
+from blobsingleton import BlobLease
+from blobsingleton.leases import install_signal_handlers
 from blobsingleton import _shutdown
 install_signal_handlers()
 lease = BlobLease(sys.argv[1]).acquire()

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from blobsingleton import InvalidKey, blob_name, validate_key
 from blobsingleton._keys import encode_key
+from blobsingleton.config import blob_name, validate_key
+from blobsingleton.errors import InvalidKey
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from blobsingleton import InvalidKey, SettingMissing, host_id, namespace
+from blobsingleton.config import host_id, namespace
+from blobsingleton.errors import InvalidKey, SettingMissing
 
 HOST_SETTINGS = (
     "AzureFunctionsWebHost__hostid",

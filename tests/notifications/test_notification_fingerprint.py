@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 import pytest
-from blobsingleton import BlobRecordStore, Record, Status, once
+from blobsingleton import once
+from blobsingleton.records import BlobRecordStore, Record, Status
 
 from functions import notifications
 from shared import storage

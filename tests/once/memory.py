@@ -10,8 +10,8 @@ import itertools
 import time
 from collections.abc import Callable
 
-from blobsingleton import Record, RecordStore
 from blobsingleton.errors import RecordConflict
+from blobsingleton.records import Record, RecordStore
 
 
 class MemoryRecordStore(RecordStore):

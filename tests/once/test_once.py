@@ -8,18 +8,10 @@ import time
 
 import azure.functions as func
 import pytest
-from blobsingleton import (
-    AlreadyInProgress,
-    BlobRecordStore,
-    Busy,
-    Mode,
-    PayloadMismatch,
-    Record,
-    Status,
-    once,
-)
+from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._storage import TIME_RESOLUTION
+from blobsingleton.records import BlobRecordStore, Record, Status
 
 from devhost.request_counting import request_counter
 from shared.storage import queue_client

@@ -25,8 +25,9 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from blobsingleton import BlobRecordStore, Mode, Record, RecordStore, Status
+from blobsingleton import Mode
 from blobsingleton._once_handler import Decision, OnceHandler
+from blobsingleton.records import BlobRecordStore, Record, RecordStore, Status
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (

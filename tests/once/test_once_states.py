@@ -6,9 +6,10 @@ import asyncio
 import logging
 
 import pytest
-from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, Record, Status, once
+from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton.errors import RecordConflict
+from blobsingleton.records import Record, Status
 
 from tests.lease.memory import FakeClock
 from tests.once.memory import MemoryRecordStore

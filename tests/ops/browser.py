@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blobsingleton import BlobLease, Status
+from blobsingleton import BlobLease
+from blobsingleton.records import Status
 
 from devhost.services import free_port
 from devhost.supervisor import HostOptions, Supervisor

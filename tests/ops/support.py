@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import azure.functions as func
-from blobsingleton import BlobLease, BlobRecordStore, Owner, Record, Status
+from blobsingleton import BlobLease
+from blobsingleton.leases import Owner
+from blobsingleton.records import BlobRecordStore, Record, Status
 
 from shared import storage
 from shared.imports.report import RunReport

@@ -6,7 +6,9 @@ import threading
 from datetime import date
 
 import pytest
-from blobsingleton import BlobLease, LeaseLost, Status, once, read_lock
+from blobsingleton import BlobLease, LeaseLost, once
+from blobsingleton.leases import read_lock
+from blobsingleton.records import Status
 
 from functions import ops as api
 from shared.imports.member_table import FencedMemberWriter, Provenance, StaleHolder

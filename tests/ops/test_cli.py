@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from blobsingleton import BlobLease, Status
+from blobsingleton import BlobLease
+from blobsingleton.records import Status
 
 from tests.ops.support import OpsEnv, hold_lock, put_record, start_job, write_import_report
 

@@ -9,9 +9,11 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from blobsingleton import BaseLease, Busy, Status, StorageUnavailable, once, ops, singleton
+from blobsingleton import Busy, once, ops, singleton
 from blobsingleton._events import KINDS, emit
-from blobsingleton.errors import LeaseLost
+from blobsingleton.errors import LeaseLost, StorageUnavailable
+from blobsingleton.leases import BaseLease
+from blobsingleton.records import Status
 
 from shared.imports.member_table import FencedMemberWriter, StaleHolder
 from tests.ops.support import OpsEnv, hold_lock, put_record
@@ -86,7 +88,7 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
         older.open()
 
     events = _events(caplog)
-    assert set(events) == KINDS
+    assert set(events) == KINDS | {"stale_writer"}  # the library's kinds, and the app's own
     for kind, records in events.items():
         assert all(r["instance"] for r in records), kind
     acquire = next(r for r in events["acquire"] if r["key"] == "report-eu")
@@ -106,9 +108,19 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
     assert events["reset"][0]["key"] == "nightly-2026-11-23"
 
 
-def test_an_unknown_kind_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="unknown event kind"):
-        emit("acquried", key="x")
+def test_a_kind_that_is_not_a_name_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="an event kind is lower-case letters"):
+        emit("stale writer!", key="x")
+
+
+def test_an_apps_own_kind_is_logged_at_the_level_it_asks_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="blobsingleton.events")
+    emit("export_done", key="e-1")
+    emit("export_stuck", warning=True, key="e-2")
+    levels = [(r.levelno, r.getMessage().split()[0]) for r in caplog.records]
+    assert levels == [(logging.INFO, "event=export_done"), (logging.WARNING, "event=export_stuck")]
 
 
 def test_the_message_carries_the_dimensions_as_quoted_pairs(

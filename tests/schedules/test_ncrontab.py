@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from blobsingleton import KeyTemplateError
 from blobsingleton._templates import _occurrence
+from blobsingleton.errors import KeyTemplateError
 from blobsingleton.schedules import (
     HOST_MESSAGE,
     CronSchedule,

@@ -12,16 +12,9 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import (
-    BlobLease,
-    Busy,
-    LeaseLost,
-    LeaseTimeout,
-    current_lease,
-    read_lock,
-    singleton,
-)
+from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
 from blobsingleton._templates import KeyTemplateError
+from blobsingleton.leases import read_lock
 
 from devhost.request_counting import request_counter
 from shared.storage import queue_client

@@ -21,7 +21,8 @@ _real_time, _real_time_ns = time.time, time.time_ns
 time.time = lambda: _real_time() + OFFSET  # type: ignore[assignment]
 time.time_ns = lambda: _real_time_ns() + int(OFFSET * 1e9)  # type: ignore[assignment]
 
-from blobsingleton import Busy, Mode, install_signal_handlers, once, singleton  # noqa: E402
+from blobsingleton import Busy, Mode, once, singleton  # noqa: E402
+from blobsingleton.leases import install_signal_handlers  # noqa: E402
 
 
 def main() -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from blobsingleton import Busy, LeaseLost, Mode, Status, current_lease, current_run, once, singleton
+from blobsingleton import Busy, LeaseLost, Mode, current_lease, current_run, once, singleton
 from blobsingleton.errors import RunLost
+from blobsingleton.records import Status
 from blobsingleton.testing import memory_backends
 
 sent: list[str] = []

@@ -7,48 +7,34 @@
     def import_account(msg: func.QueueMessage) -> None:
         lease = current_lease()          # fencing token, ensure_held() before side effects
 
-Everything importable from here is the public API; modules starting with `_` are not.
+The root holds what a user of the decorators and the lease needs. The rest lives in named
+submodules: `errors` (every error), `records` (run-once records, for a store of your own),
+`leases` (`BaseLease`, lock state, process exit), `config` (accounts, clients, namespace,
+keys), `events`, `testing` (in-memory backends), `ops`, `schedules`, `queues`, `settings`.
+Modules starting with `_` are private.
 """
 
-import atexit
+from __future__ import annotations
 
-from blobsingleton._blob_lease import BlobLease, read_lock
-from blobsingleton._blob_records import BlobRecordStore
+import atexit
+import warnings
+from typing import Any
+
+from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy
-from blobsingleton._connection import (
-    StorageAccount,
-    from_settings,
-    set_client_options,
-    set_default_credential,
-)
-from blobsingleton._events import emit as emit_event
-from blobsingleton._keys import blob_name, encode_key, validate_key
-from blobsingleton._lease import BaseLease
-from blobsingleton._lock_blob import LockState
-from blobsingleton._namespace import host_id, namespace
+from blobsingleton._connection import StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
-from blobsingleton._owner import Owner, instance_id
-from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._semaphore import LeaseSemaphore
-from blobsingleton._shutdown import install_signal_handlers, release_all
+from blobsingleton._shutdown import release_all as _release_all
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
     AlreadyInProgress,
     BlobSingletonError,
-    InvalidKey,
-    KeyTemplateError,
-    LeaseError,
     LeaseLost,
-    LeaseNotHeld,
     LeaseTimeout,
-    OnceError,
-    OutsideGuardedCall,
     PayloadMismatch,
-    RecordConflict,
     RunLost,
-    SettingMissing,
-    StorageUnavailable,
 )
 
 __version__ = "0.3.0"
@@ -57,52 +43,67 @@ __version__ = "0.3.0"
 # what this process holds, so a waiter takes over at once. The Functions host disposes a
 # Python worker with Process.Kill after draining, which no handler survives: there the
 # release at the end of each invocation is what hands over.
-atexit.register(release_all)
+atexit.register(_release_all)
 
 __all__ = [
     "AlreadyInProgress",
-    "BaseLease",
     "BlobLease",
-    "BlobRecordStore",
     "BlobSingletonError",
     "Busy",
-    "InvalidKey",
-    "KeyTemplateError",
-    "LeaseError",
     "LeaseLost",
-    "LeaseNotHeld",
     "LeaseSemaphore",
     "LeaseTimeout",
-    "LockState",
     "Mode",
-    "OnceError",
-    "OutsideGuardedCall",
-    "Owner",
     "PayloadMismatch",
-    "Record",
-    "RecordConflict",
-    "RecordStore",
     "RunLost",
-    "SettingMissing",
-    "Status",
     "StorageAccount",
-    "StorageUnavailable",
     "__version__",
-    "blob_name",
     "current_lease",
     "current_run",
-    "emit_event",
-    "encode_key",
-    "from_settings",
-    "host_id",
-    "install_signal_handlers",
-    "instance_id",
-    "namespace",
     "once",
-    "read_lock",
-    "release_all",
-    "set_client_options",
-    "set_default_credential",
     "singleton",
-    "validate_key",
 ]
+
+#: Names 0.2 exported from the root, and where they live now (importable from here still,
+#: with a DeprecationWarning, until 1.0).
+_MOVED = {
+    **dict.fromkeys(
+        ("InvalidKey", "KeyTemplateError", "LeaseError", "LeaseNotHeld", "OnceError",
+         "OutsideGuardedCall", "RecordConflict", "SettingMissing", "StorageUnavailable"),
+        "blobsingleton.errors",
+    ),
+    **dict.fromkeys(
+        ("BlobRecordStore", "Record", "RecordStore", "Status"), "blobsingleton.records"
+    ),
+    **dict.fromkeys(
+        ("BaseLease", "LockState", "Owner", "install_signal_handlers", "instance_id",
+         "read_lock", "release_all"),
+        "blobsingleton.leases",
+    ),
+    **dict.fromkeys(
+        ("blob_name", "encode_key", "from_settings", "host_id", "namespace",
+         "set_client_options", "set_default_credential", "validate_key"),
+        "blobsingleton.config",
+    ),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name == "emit_event":
+        warnings.warn(
+            "blobsingleton.emit_event moved: use blobsingleton.events.emit",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from blobsingleton.events import emit
+
+        return emit
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'blobsingleton' has no attribute {name!r}")
+    warnings.warn(
+        f"blobsingleton.{name} moved: import it from {home}", DeprecationWarning, stacklevel=2
+    )
+    import importlib
+
+    return getattr(importlib.import_module(home), name)

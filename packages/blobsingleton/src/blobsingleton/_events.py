@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,34 +21,31 @@ from blobsingleton._owner import instance_id
 
 log = logging.getLogger("blobsingleton.events")
 
+#: The library's own event kinds. An app adds its own (`events.emit("stale_writer", ...)`).
 KINDS = frozenset(
-    {
-        "acquire",
-        "busy_skip",
-        "defer",
-        "renewal_failed",
-        "lost",
-        "takeover",
-        "break",
-        "reset",
-        "completed",
-        "stale_writer",
-    }
-)
-_WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset", "stale_writer"})
+    {"acquire", "busy_skip", "defer", "renewal_failed", "lost", "takeover", "break", "reset",
+     "completed"}
+)  # fmt: skip
+_WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset"})
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-def emit(kind: str, **dims: Any) -> None:
-    """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown event kind {kind!r}")
+def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
+    """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s).
+
+    `kind`: one of `KINDS`, or an app's own (lower-case letters, digits, '_'). `warning`: log
+    at WARNING rather than INFO (default: as the library's kinds are logged; INFO for others).
+    """
+    if not _KIND.fullmatch(kind):
+        raise ValueError(f"an event kind is lower-case letters, digits and '_', not {kind!r}")
     values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
     if isinstance(values.get("duration_s"), float):
         values["duration_s"] = round(values["duration_s"], 3)
     dimensions = {"event": kind, **values}
     text = " ".join(f"{name}={_quoted(value)}" for name, value in dimensions.items())
+    loud = kind in _WARNINGS if warning is None else warning
     log.log(
-        logging.WARNING if kind in _WARNINGS else logging.INFO,
+        logging.WARNING if loud else logging.INFO,
         "%s",
         text,
         extra={**dimensions, "custom_dimensions": dimensions},

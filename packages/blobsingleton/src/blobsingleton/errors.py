@@ -1,4 +1,4 @@
-"""Every error the library raises: one root, one subclass per failure.
+"""Every error the library raises: one root, one subclass per failure, all defined here.
 
 Each subclasses the builtin it behaves like (`TimeoutError`, `ValueError`, `LookupError`), so
 `except TimeoutError` works too, carries the data a caller needs as attributes, and survives
@@ -148,3 +148,77 @@ class RunLost(OnceError):
 
 class RecordConflict(OnceError):
     """A conditional write lost a race: the record exists, changed, or is gone."""
+
+
+# -- schedules ----------------------------------------------------------------------------------
+#: The host's message for a schedule it cannot read (Microsoft.Azure.WebJobs.Extensions.Timers);
+#: its own words when it refuses a schedule (the timer extension's CronSchedule).
+HOST_MESSAGE = (
+    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
+)
+
+
+class InvalidSchedule(BlobSingletonError, ValueError):
+    """A schedule the host would refuse: the function fails to index, as on Azure."""
+
+    _fields = ("schedule", "reason", "function")
+
+    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
+        where = f"Error indexing method 'Functions.{function}'. " if function else ""
+        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
+        self.schedule = schedule
+        self.reason = reason
+        self.function = function
+
+
+class NoOccurrence(BlobSingletonError, LookupError):
+    """A valid schedule that never fires (an impossible date such as February 30)."""
+
+    _fields = ("schedule",)
+
+    def __init__(self, schedule: str) -> None:
+        super().__init__(f"schedule {schedule!r} has no occurrence")
+        self.schedule = schedule
+
+
+# -- operations ---------------------------------------------------------------------------------
+class OpsError(BlobSingletonError):
+    """An operation an operator asked for cannot be done; the message says why."""
+
+
+class NotFound(OpsError, LookupError):
+    """No lock or run-once record with that key."""
+
+
+class NotHeld(OpsError):
+    """The lock is not held: there is nothing to break."""
+
+
+class InvalidRequest(OpsError, ValueError):
+    """A reason, prefix, state or page size that cannot be used."""
+
+
+__all__ = [
+    "HOST_MESSAGE",
+    "AlreadyInProgress",
+    "BlobSingletonError",
+    "InvalidKey",
+    "InvalidRequest",
+    "InvalidSchedule",
+    "KeyTemplateError",
+    "LeaseError",
+    "LeaseLost",
+    "LeaseNotHeld",
+    "LeaseTimeout",
+    "NoOccurrence",
+    "NotFound",
+    "NotHeld",
+    "OnceError",
+    "OpsError",
+    "OutsideGuardedCall",
+    "PayloadMismatch",
+    "RecordConflict",
+    "RunLost",
+    "SettingMissing",
+    "StorageUnavailable",
+]

@@ -44,28 +44,19 @@ from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import error_code, retry_on_missing_container
-from blobsingleton.errors import BlobSingletonError, InvalidKey, RecordConflict
+from blobsingleton.errors import (
+    InvalidKey,
+    InvalidRequest,
+    NotFound,
+    NotHeld,
+    OpsError,
+    RecordConflict,
+)
 
 AUDIT_CONTAINER = ("OPS_AUDIT_CONTAINER", "ops-audit")
 MAX_PAGE = 200
 MAX_REASON = 500
 STATES = ("in_progress", "completed", "expired")
-
-
-class OpsError(BlobSingletonError):
-    """An operation an operator asked for cannot be done; the message says why."""
-
-
-class NotFound(OpsError, LookupError):
-    """No lock or run-once record with that key."""
-
-
-class NotHeld(OpsError):
-    """The lock is not held: there is nothing to break."""
-
-
-class InvalidRequest(OpsError, ValueError):
-    """A reason, prefix, state or page size that cannot be used."""
 
 
 @dataclass(frozen=True)

@@ -47,40 +47,14 @@ from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from blobsingleton.errors import BlobSingletonError
+# The schedule errors live with every other error; importable from here too.
+from blobsingleton.errors import InvalidSchedule as InvalidSchedule
+from blobsingleton.errors import NoOccurrence as NoOccurrence
 from blobsingleton.settings import resolve_placeholders, setting
-
-#: The host's message for a schedule it cannot read (Microsoft.Azure.WebJobs.Extensions.Timers).
-HOST_MESSAGE = (
-    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
-)
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")  # fmt: skip
 DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
-
-
-class InvalidSchedule(BlobSingletonError, ValueError):
-    """A schedule the host would refuse: the function fails to index, as on Azure."""
-
-    _fields = ("schedule", "reason", "function")
-
-    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
-        where = f"Error indexing method 'Functions.{function}'. " if function else ""
-        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
-        self.schedule = schedule
-        self.reason = reason
-        self.function = function
-
-
-class NoOccurrence(BlobSingletonError, LookupError):
-    """A valid schedule that never fires (an impossible date such as February 30)."""
-
-    _fields = ("schedule",)
-
-    def __init__(self, schedule: str) -> None:
-        super().__init__(f"schedule {schedule!r} has no occurrence")
-        self.schedule = schedule
 
 
 # -- NCrontab fields ------------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""Where the library's blobs live and whose they are: accounts, clients, namespace, keys.
+
+`from_settings` reads a connection the way the Functions host does; `set_client_options` and
+`set_default_credential` apply to everything built from settings; `host_id` and `namespace`
+name whose locks and records these are; `validate_key`, `encode_key` and `blob_name` turn
+keys from user data into safe blob names.
+"""
+
+from blobsingleton._connection import (
+    StorageAccount,
+    from_settings,
+    set_client_options,
+    set_default_credential,
+)
+from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._namespace import host_id, namespace
+
+__all__ = [
+    "StorageAccount",
+    "blob_name",
+    "encode_key",
+    "from_settings",
+    "host_id",
+    "namespace",
+    "set_client_options",
+    "set_default_credential",
+    "validate_key",
+]

@@ -1,0 +1,22 @@
+"""The lease machinery beyond `BlobLease`: its base class, state, owner and process exit.
+
+`BaseLease` owns acquire/renew/release (a backend implements three private methods);
+`read_lock` shows a lock as anyone sees it; `install_signal_handlers` and `release_all` give
+back what a process holds when it is stopped.
+"""
+
+from blobsingleton._blob_lease import read_lock
+from blobsingleton._lease import BaseLease
+from blobsingleton._lock_blob import LockState
+from blobsingleton._owner import Owner, instance_id
+from blobsingleton._shutdown import install_signal_handlers, release_all
+
+__all__ = [
+    "BaseLease",
+    "LockState",
+    "Owner",
+    "install_signal_handlers",
+    "instance_id",
+    "read_lock",
+    "release_all",
+]
