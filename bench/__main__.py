@@ -26,6 +26,7 @@ BENCHMARKS = {
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
     "handoff": "lease handoff when an instance stops as the host stops it, and when it crashes",
     "fairness": "one key, N contending processes: plain polling against waiting in line",
+    "skew": "instance clocks off by minutes: runs per key and takeover after a kill",
 }
 
 

@@ -100,6 +100,8 @@ var appSettings = {
   APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
   LEASE_CONTAINER: 'locks'
   RUNONCE_CONTAINER: 'runonce'
+  BLOBSINGLETON_NAMESPACE: ''
+  BLOBSINGLETON_LEGACY_DAYS: '7'
   OPS_AUDIT_CONTAINER: 'ops-audit'
   NOTIFICATIONS_QUEUE: 'notifications'
   EMAIL_FROM: emailFrom

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-CHILD = str(Path(__file__).parent.parent / "skew" / "skewed_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+#: Run as a module (`-m`): with bench/ itself on sys.path, bench/requests.py would shadow
+#: the `requests` package.
+CHILD = ["-m", "bench.skewed_child"]
 
 
 def app_env(base: dict[str, str], site: str, shared: str | None = None) -> dict[str, str]:
@@ -28,7 +31,7 @@ def app_env(base: dict[str, str], site: str, shared: str | None = None) -> dict[
 
 def start(env: dict[str, str], kind: str, key: str, work: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, CHILD, "0", kind, key, str(work), "5"],
+        [sys.executable, *CHILD, "0", kind, key, str(work), "5"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from blobsingleton import BlobLease
+from blobsingleton.config import namespace
 from blobsingleton.records import Status
 
 from tests.ops.support import OpsEnv, hold_lock, put_record, start_job, write_import_report
@@ -30,13 +31,17 @@ def test_locks_and_runs_as_a_table_and_as_json(ops_env: OpsEnv) -> None:
     try:
         table = run("blobsingleton.ops", "locks")
         assert table.returncode == 0, table.stderr
-        header, row = table.stdout.splitlines()[:2]
+        where, header, row = table.stdout.splitlines()[:3]
+        assert where == f"namespace: {namespace()}"  # says whose locks these are
         assert header.split()[:3] == ["KEY", "HELD", "TOKEN"]
         assert row.split()[:3] == ["import-acme", "True", str(held.token)]
         assert "import_account" in row and "inv-7" in row
 
         locks = json.loads(run("blobsingleton.ops", "locks", "--json").stdout)
         assert [item["key"] for item in locks["items"]] == ["import-acme"]
+        assert locks["namespace"] == namespace()
+        elsewhere = run("blobsingleton.ops", "locks", "--namespace", "another-app", "--json")
+        assert json.loads(elsewhere.stdout)["items"] == []  # another app's: none of ours
         runs = run("blobsingleton.ops", "runs", "--state", "completed", "--json")
         assert [item["key"] for item in json.loads(runs.stdout)["items"]] == [
             "import-acme-2026-11-22"

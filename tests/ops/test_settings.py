@@ -18,8 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
            ROOT / "packages" / "blobsingleton" / "src"]  # fmt: skip
 READERS = {"setting", "require", "_number", "_float_setting", "from_settings", "getenv", "get"}
-#: Set by the platform, never by us.
-PLATFORM = {"WEBSITE_INSTANCE_ID"}
+#: Set by the platform, never by us (the library reads them to compute the host id, as the
+#: host does), and the host's own override of that id.
+PLATFORM = {
+    "WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SLOT_NAME", "WEBSITE_SKU",
+    "WEBSITE_HOSTNAME", "CONTAINER_NAME", "LEGION_SERVICE_HOST", "AzureWebJobsScriptRoot",
+    "AzureFunctionsWebHost__hostid",
+}  # fmt: skip
 #: Read by the host or the local tools, not by the code: allowed where they belong.
 HOST_ONLY = {
     "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING"},

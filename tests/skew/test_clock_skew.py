@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-CHILD = str(Path(__file__).with_name("skewed_child.py"))
+ROOT = Path(__file__).resolve().parents[2]
+#: Run as a module (`-m`): with bench/ itself on sys.path, bench/requests.py would shadow
+#: the `requests` package.
+CHILD = ["-m", "bench.skewed_child"]
 SKEW = 120.0
 #: Short enough that the work outlives several heartbeats, long enough for a loaded machine.
 IN_PROGRESS_TIMEOUT = 2.0
@@ -33,7 +36,7 @@ class Child:
 
     def __init__(self, env: dict[str, str], offset: float, kind: str, key: str, work: float):
         self.proc = subprocess.Popen(
-            [sys.executable, CHILD, str(offset), kind, key, str(work), str(IN_PROGRESS_TIMEOUT)],
+            [sys.executable, *CHILD, str(offset), kind, key, str(work), str(IN_PROGRESS_TIMEOUT)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

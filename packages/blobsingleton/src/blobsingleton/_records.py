@@ -52,6 +52,8 @@ class Record:
 
         `now` is only consulted for a record whose store reports no storage time at all.
         """
+        if self.ttl is not None and self.ttl <= 0:
+            return 0.0  # written to be abandoned on sight (work guarded by a lease)
         if self.ttl is not None and self.written_at is not None and self.read_at is not None:
             return self.written_at + self.ttl - self.read_at
         reference = self.read_at if self.read_at is not None else now

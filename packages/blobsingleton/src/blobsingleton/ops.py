@@ -409,7 +409,8 @@ def show(result: Any, args: argparse.Namespace, out: Any, columns: Sequence[str]
     if args.json:
         print(json.dumps(data, indent=2, default=str), file=out)
     elif isinstance(result, Page):
-        print(f"namespace: {result.namespace}", file=out)
+        if result.namespace:
+            print(f"namespace: {result.namespace}", file=out)
         print_table(result.items, columns, out)
         if result.next:
             print(f"more: --next {result.next}", file=out)

@@ -1,6 +1,6 @@
 """A child process whose wall clock is off by OFFSET seconds, running one guarded call.
 
-usage: skewed_child.py OFFSET KIND KEY WORK_SECONDS IN_PROGRESS_TIMEOUT
+usage: python -m bench.skewed_child OFFSET KIND KEY WORK_SECONDS IN_PROGRESS_TIMEOUT
   KIND: once-alo | once-amo | singleton, with "-wait" to wait for a busy key instead of
         skipping it (the guard around the work and its busy policy)
   OFFSET: added to time.time() / time.time_ns() before anything else runs (the monotonic
@@ -22,7 +22,11 @@ time.time = lambda: _real_time() + OFFSET  # type: ignore[assignment]
 time.time_ns = lambda: _real_time_ns() + int(OFFSET * 1e9)  # type: ignore[assignment]
 
 from blobsingleton import Busy, Mode, once, singleton  # noqa: E402
-from blobsingleton.leases import install_signal_handlers  # noqa: E402
+
+try:
+    from blobsingleton.leases import install_signal_handlers
+except ImportError:  # library 0.2 (`bench skew --library` measures it for comparison)
+    from blobsingleton import install_signal_handlers  # type: ignore[attr-defined,no-redef]
 
 
 def main() -> None:
