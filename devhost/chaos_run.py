@@ -377,7 +377,9 @@ class Chaos:
         lease is held until it expires), and so is a killed process's lease."""
         while not self.stop.is_set() and time.time() < until:
             with self.gate:
-                page = ops.list_locks("import-", limit=100, storage=from_settings())
+                page = ops.list_locks(
+                    "import-", limit=100, storage=from_settings(), namespace=f"chaos-{self.run_id}"
+                )
             with self._paused_lock:
                 paused = set(self._paused)
             for lock in page.items:
