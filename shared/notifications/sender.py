@@ -15,8 +15,9 @@ and raises `TransientEmailError` when the attempts run out; any other 4xx raises
 
 Retry settings (all optional): EMAIL_MAX_ATTEMPTS (4), EMAIL_BACKOFF_BASE_SECONDS (1),
 EMAIL_BACKOFF_MAX_SECONDS (30), EMAIL_RETRY_AFTER_CAP_SECONDS (60), SENDGRID_TIMEOUT_SECONDS (10).
-With the defaults one send takes at most about 4 x 10 s + 3 x 60 s, well inside the
-run-once in-progress timeout (300 s) and the host's function timeout.
+With the defaults one send takes at most about 4 x 10 s + 3 x 60 s, inside the host's function
+timeout; the event's run-once record stays alive meanwhile by its heartbeat, so only a send
+that crashed holds the event id, for one in-progress timeout (15 s by default).
 """
 
 from __future__ import annotations
