@@ -11,7 +11,7 @@ import time
 import pytest
 from blobsingleton import Busy, LeaseLost, Mode, current_lease, current_run, once, singleton
 from blobsingleton.errors import RunLost
-from blobsingleton.records import Status
+from blobsingleton.records import Record, Status
 from blobsingleton.testing import memory_backends
 
 sent: list[str] = []
@@ -95,3 +95,26 @@ def test_a_lost_singleton_lease_is_raised_after_the_function() -> None:
 
         with pytest.raises(LeaseLost):
             sync("a")
+
+
+def test_under_a_lease_a_crashed_runs_record_is_taken_over_at_once() -> None:
+    with memory_backends() as memory:
+
+        @singleton("night-{day}")
+        @once("night-{day}", under_lease=True)
+        def night(day: str) -> None:
+            sent.append(day)
+
+        crashed = memory.records.put_if_absent(
+            Record(
+                key="night-mon",
+                status=Status.IN_PROGRESS,
+                expires_at=0.0,
+                started_at=0.0,
+                ttl=3600.0,
+            )  # fmt: skip
+        )
+        assert crashed.status == Status.IN_PROGRESS
+        night("mon")  # no timeout to wait out: the lease holder takes it over
+        assert sent == ["mon"]
+        assert memory.records.records["night-mon"].attempt == 2

@@ -130,6 +130,7 @@ def once(
     store: RecordStore | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
+    under_lease: bool = False,
 ) -> MaybeSkipped:
     """Run the decorated function's work once per resolved `key` while its record lives.
 
@@ -147,9 +148,15 @@ def once(
     Async functions never block the loop; cancelled, they free (or never claim) the key.
     `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
     Functions host id), so two apps on one storage account each run their own work.
+    `under_lease=True`: the function runs inside a `@singleton` whose lease covers this key, so
+    whoever gets here holds the lease and a record still in progress belongs to a run that
+    lost it (crashed, or paused past its lease and fenced off): it is taken over at once, with
+    no heartbeat and no in-progress timeout to wait out.
     """
     check_policy(on_in_progress, queue)
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
+    if under_lease:
+        in_progress_s = 0.0  # the lease is the liveness signal
     busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
     def decorate(fn: F) -> F:
@@ -163,6 +170,7 @@ def once(
                 mode=mode,
                 in_progress_timeout=in_progress_s,
                 retention=retention_s,
+                under_lease=under_lease,
             )
             return _RecordGuard(handler, fn.__name__, wait_timeout)
 

@@ -13,8 +13,10 @@ one timeout. An expired in-progress record therefore means the earlier run crash
 paused, or lost storage for that long; in at-least-once mode it is taken over. Every write is
 conditional (If-Match), so two deliveries racing on the same key cannot both EXECUTE, and a
 heartbeat that finds the record changed knows its run was taken over (`lost` is set).
-`in_progress_timeout=0` writes records that are abandoned on sight: for work already guarded
-by a lease, whose holder is the only one that can get here.
+`under_lease=True` is for work already guarded by a lease whose holder is the only one that
+can get here: any record found in progress is a lost run's and is taken over at once, and no
+heartbeat beats (`@once(under_lease=True)`; `in_progress_timeout=0` alone only stops the
+heartbeat and makes its own records expire on sight).
 
 No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
 the storage service's time (see `_records`), so an instance whose clock is minutes off neither
@@ -98,6 +100,7 @@ class OnceHandler:
         in_progress_timeout: float = DEFAULT_IN_PROGRESS_TIMEOUT,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
+        under_lease: bool = False,
     ) -> None:
         """`clock`: wall-clock epoch seconds, for the times a record shows people (`started_at`,
         the 0.2-compatible `expires_at`); expiry itself is judged in storage's time."""
@@ -108,6 +111,8 @@ class OnceHandler:
         self.in_progress_timeout = in_progress_timeout
         self.retention = retention
         self.clock = clock
+        #: The caller holds a lease covering this key: a record in progress is a lost run's.
+        self.under_lease = under_lease
         #: Set when a heartbeat finds the record changed: another delivery took the key over.
         self.lost = threading.Event()
         self._claimed: Record | None = None
@@ -191,7 +196,7 @@ class OnceHandler:
                 return Outcome(Decision.STORED, record)
             fresh = self._in_progress(attempt=1)  # retention over: a new run
             return self._claim(self.store.replace(fresh, record.etag or ""), sent_at)
-        if not record.expired():
+        if not record.expired() and not self.under_lease:
             return Outcome(Decision.BUSY, record)
         if self.mode == Mode.AT_MOST_ONCE:
             log.warning(
