@@ -54,6 +54,7 @@ class TextSource(Protocol):
 
     def read(self, size: int = -1, /) -> str: ...
 
+
 MAX_REASONS = 5
 
 
@@ -420,7 +421,7 @@ def resolve_ids(family: list[_MemberLoop]) -> None:
         else:
             member.id_error = ("member_id: a dependent (INS01=N) needs REF*0F with INS02, "
                                "REF*23 or NM109 (NM108=ZZ)")  # fmt: skip
-    for member_id, same in fallback.items():
+    for same in fallback.values():
         if len(same) > 1:
             for member in same:
                 member.id_error = (

@@ -281,7 +281,8 @@ def _import_record(
     if kind == UNCHANGED:
         return kind
     if record.change is None and prior.location is not None:
-        return "duplicate", f"member_id: conflicting duplicate in this file, first at {prior.location}"
+        first = prior.location
+        return "duplicate", f"member_id: conflicting duplicate in this file, first at {first}"
     effective = event_effective(kind, change, member)
     event = event_entity(kind, member, prior.member, effective, origin, key_of_file,
                          f"{record.number:010d}")  # fmt: skip

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date
-
 from dataclasses import replace
+from datetime import date
 
 from shared.imports.maintenance import termination_date
 from shared.imports.records import (
