@@ -25,8 +25,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
@@ -72,6 +74,8 @@ PROGRESS_EVERY = 5.0
 #: Rejected member ids an audit file may have before its sweep is skipped (their members
 #: must not be terminated for being "absent"; the ids are held in memory until the sweep).
 MAX_AUDIT_REJECTS = 10_000
+#: Records validated together, and their member rows read in parallel, ahead of applying them.
+PREFETCH_WINDOW = 128
 KINDS = {".csv": "csv", ".834": "x12-834", ".x12": "x12-834", ".edi": "x12-834"}
 
 
@@ -216,10 +220,10 @@ def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None
     audit = _Audit()
     next_progress = time.monotonic() + run.progress_every
     started = time.monotonic()
-    for record in _records(run, blob, kind, facts):
+    for record, prepared in _prepared(run, _records(run, blob, kind, facts)):
         result.records += 1
         origin = Provenance(request.run_id, result.name, record.location)
-        outcome = _import_record(run, record, origin, key_of_file)
+        outcome = _import_record(run, record, prepared, origin, key_of_file)
         if record.change is not None or kind != "csv":
             audit.members += 1
             audit.audit_loops += record.change is not None and record.change.maintenance == AUDIT
@@ -259,8 +263,35 @@ def _change_of(record: SourceRecord, today: date) -> Change:
     return change_of_row(validate_member(record.fields or {}, today=today))
 
 
+def _prepare(record: SourceRecord, today: date) -> Change | tuple[str, str]:
+    """The record's validated change, or (category, reason) to reject it with."""
+    if record.error is not None:
+        return "format", record.error
+    try:
+        return _change_of(record, today)
+    except RecordError as error:
+        return error.field, str(error)
+
+
+def _prepared(
+    run: _Run, records: Iterator[SourceRecord]
+) -> Iterator[tuple[SourceRecord, Change | tuple[str, str]]]:
+    """Records with their changes, PREFETCH_WINDOW at a time, their members' rows read
+    ahead in parallel (one read each would otherwise be a round trip per record)."""
+    while True:
+        window = [(r, _prepare(r, run.today)) for r in islice(records, PREFETCH_WINDOW)]
+        if not window:
+            return
+        run.writer.prefetch([c.member_id for _, c in window if isinstance(c, Change)])
+        yield from window
+
+
 def _import_record(
-    run: _Run, record: SourceRecord, origin: Provenance, key_of_file: str
+    run: _Run,
+    record: SourceRecord,
+    prepared: Change | tuple[str, str],
+    origin: Provenance,
+    key_of_file: str,
 ) -> str | tuple[str, str]:
     """Apply one record; returns what it did (maintenance.classify) or (category, reason).
 
@@ -268,12 +299,9 @@ def _import_record(
     has no maintenance type, so a second, different row for the same member in one CSV
     file is rejected as a conflicting duplicate (an identical one changes nothing).
     """
-    if record.error is not None:
-        return "format", record.error
-    try:
-        change = _change_of(record, run.today)
-    except RecordError as error:
-        return error.field, str(error)
+    if not isinstance(prepared, Change):
+        return prepared
+    change = prepared
     writer = run.writer
     prior = writer.prior(change.member_id, key_of_file)
     member = apply(prior.member, change)

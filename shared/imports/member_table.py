@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -46,6 +47,7 @@ from azure.data.tables import TableTransactionError, UpdateMode
 from blobsingleton import emit_event, instance_id, settings
 
 from shared import storage
+from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
 from shared.imports.records import ACTIVE, Coverage, Member
 from shared.imports.validation import member_key
@@ -59,6 +61,8 @@ EVENT_PREFIX = "~event~"
 ABSENT = "null"
 #: Azure's limit is 100 operations per transaction; one of them is the state row.
 MEMBERS_PER_TRANSACTION = 99
+#: Member rows read in parallel ahead of the records that need them (`prefetch`).
+PREFETCH_THREADS = 8
 _CONDITION_FAILED = frozenset({"UpdateConditionNotSatisfied", "ConditionNotMet"})
 
 
@@ -222,6 +226,11 @@ class FencedMemberWriter:
         self._table = table if table is not None else members_table()
         self._etag: str | None = None
         self._pending: dict[str, dict[str, Any]] = {}  # by RowKey: one op per row per batch
+        self._cache: dict[str, Any] = {}  # prefetched member rows (None: not there)
+        # An account with no members when this writer opened has only the rows it writes:
+        # a member it has not written (the filter says "certainly not") needs no read.
+        self._fresh = False
+        self._written = IdFilter()
         self.rows_written = 0
         self.transactions = 0
 
@@ -240,6 +249,7 @@ class FencedMemberWriter:
                         self._table.create_table()  # first import ever: no table yet
                     continue
                 self._etag = result["etag"]
+                self._fresh = self._no_members()
                 return
             if int(state.get("Token", 0)) > self.token:
                 raise self._stale(int(state["Token"]))
@@ -255,8 +265,18 @@ class FencedMemberWriter:
                     continue  # someone wrote in between: decide again on what is there now
                 raise
             self._etag = result["etag"]
+            self._fresh = self._no_members()
             return
         raise self._stale(self._current_token())
+
+    def _no_members(self) -> bool:
+        """True when the account has no member rows yet (asked once, after our token is in
+        the state row, so no older holder can add any later)."""
+        query = "PartitionKey eq @account and RowKey lt '~'"
+        rows = self._table.query_entities(
+            query, parameters={"account": self.account}, select=["RowKey"], results_per_page=1
+        )
+        return next(iter(rows), None) is None
 
     def confirm(self) -> None:
         """Raise `StaleHolder` unless the state row still carries our token (1 read).
@@ -300,17 +320,38 @@ class FencedMemberWriter:
             self.flush()
         for entity in entities:
             self._pending[entity["RowKey"]] = entity
+        self._cache[entities[0]["RowKey"]] = entities[0]  # what the next record must see
+        self._written.add(entities[0]["RowKey"])
         if len(self._pending) >= self.batch_size:
             self.flush()
+
+    def prefetch(self, member_ids: list[str]) -> None:
+        """Read these members' rows now, PREFETCH_THREADS at a time, for `prior()`.
+
+        Replaces the previous prefetch; rows this writer `put()` since are served from it
+        too, so a record sees what the records before it in the window did."""
+        keys = [k for k in dict.fromkeys(map(member_key, member_ids)) if k not in self._pending]
+        self._cache = {}
+        if self._fresh:
+            self._cache = {k: None for k in keys if not self._written.might_contain(k)}
+            keys = [k for k in keys if k not in self._cache]
+        if keys:
+            with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
+                self._cache.update(zip(keys, pool.map(self._get_member, keys), strict=True))
+
+    def _get_member(self, key: str) -> Any:
+        try:
+            return self._table.get_entity(self.account, key)
+        except ResourceNotFoundError:
+            return None
 
     def prior(self, member_id: str, key_of_file: str) -> Prior:
         """The member as the next record of file `key_of_file` must see it (0 or 1 read)."""
         key = member_key(member_id)
         entity = self._pending.get(key)
         if entity is None:
-            try:
-                entity = self._table.get_entity(self.account, key)
-            except ResourceNotFoundError:
+            entity = self._cache[key] if key in self._cache else self._get_member(key)
+            if entity is None:
                 return Prior(None, ABSENT, None)
         if key_of_file and entity.get("FileKey") == key_of_file:
             base = str(entity.get("BaseState") or ABSENT)
@@ -355,6 +396,7 @@ class FencedMemberWriter:
         """Drop members not yet committed (their file turned out unusable); returns how many."""
         dropped = len(self._pending)
         self._pending.clear()
+        self._cache.clear()
         return dropped
 
     @property
