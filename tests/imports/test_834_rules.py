@@ -237,3 +237,27 @@ def test_a_change_does_not_reinstate_and_unstated_fields_are_kept() -> None:
     assert outcomes == [ADD, TERMINATION_EVENT, UNCHANGED]
     assert members["S1"].status == TERMINATED
     assert members["S1"].date_of_birth == date(1980, 5, 15)  # no DMG in the 001: kept
+
+
+def test_a_reinstatement_reopens_what_the_termination_ended() -> None:
+    ended = subscriber("S1", "024", "DTP*357*D8*20260331", coverages=())
+    back = ["INS*Y*18*025*XN*A*E**FT", "REF*0F*S1", "NM1*IL*1*QUIXOTE*ZELDA"]
+    members, outcomes = fold(changes(interchange(subscriber("S1") + ended + back)))
+    assert outcomes == [ADD, TERMINATION_EVENT, REINSTATEMENT_EVENT]
+    member = members["S1"]
+    assert member.status == ACTIVE and member.eligibility_end is None
+    assert [(c.line, c.end) for c in member.coverages] == [("HLT", None)]
+
+
+def test_hd01_002_removes_a_coverage_and_030_replaces_them_all() -> None:
+    enrolled = subscriber("S1", "021", coverages=(
+        "HD*021**HLT*GOLD*EMP", "DTP*348*D8*20260101",
+        "HD*021**DEN*D1*EMP", "DTP*348*D8*20260101",
+    ))  # fmt: skip
+    removed = subscriber("S1", "001", coverages=("HD*002**DEN*D1*EMP", "DTP*348*D8*20260101"))
+    audit = subscriber("S1", "030", coverages=("HD*030**VIS*V1*EMP", "DTP*348*D8*20260101"))
+    items = changes(interchange(enrolled + removed))
+    members, _ = fold(items)
+    assert [c.line for c in members["S1"].coverages] == ["HLT"]
+    members, _ = fold([*items, *changes(interchange(audit))])
+    assert [c.line for c in members["S1"].coverages] == ["VIS"]

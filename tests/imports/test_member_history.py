@@ -118,6 +118,8 @@ def test_a_change_file_leaves_absent_members_alone(imports_env: ImportsEnv) -> N
     imports_env.upload("acme", "b.834", interchange(subscriber("S1", "001", coverages=HLT)))
     report = run_import(NIGHT_1, token=1, email=False)
     assert report.files[1].audit is None
+    # S1 was written by this run's first file: the second file finds it (not a new member)
+    assert (report.files[1].added, report.files[1].changed) == (0, 1)
     s2 = member_status("acme", "S2")
     assert s2 is not None and s2.status == ACTIVE
 
