@@ -361,25 +361,6 @@ class FencedMemberWriter:
         stored = member_from_entity(entity)
         return Prior(stored, encode_state(stored), None)
 
-    def imported_at(self, member_id: str, origin: Provenance) -> str | None:
-        """Where this writer already imported `member_id` from `origin.source`, else None.
-
-        Exact: the pending batch, else the Members row (1 read) if this run, this source
-        file and this token wrote it. Rows from an earlier attempt or file do not count.
-        """
-        entity = self._pending.get(member_key(member_id))
-        if entity is None:
-            try:
-                entity = self._table.get_entity(self.account, member_key(member_id))
-            except ResourceNotFoundError:
-                return None
-        same = (
-            entity.get("FencingToken") == self.token
-            and entity.get("ImportRunId") == origin.run_id
-            and entity.get("SourceFile") == origin.source
-        )
-        return str(entity.get("SourceLocation")) if same else None
-
     def active_members_not_in(self, key_of_file: str) -> Iterator[Any]:
         """Member rows still active that file `key_of_file` did not write, and those an
         earlier attempt's sweep of the same file already ended (streamed, 1000 a page)."""
