@@ -464,7 +464,7 @@ class Chaos:
     def check(self, receiver: CallbackReceiver) -> list[Invariant]:
         from azure.data.tables import TableServiceClient
 
-        from shared.imports.member_table import STATE_ROW
+        from shared.imports.member_table import is_member_row
         from shared.notifications.outbox import read_outbox
 
         emails = read_outbox(self.containers["EMAIL_OUTBOX_CONTAINER"])
@@ -483,7 +483,7 @@ class Chaos:
             rows = [
                 (int(e.get("FencingToken", 0)), self._modified(e))
                 for e in members.query_entities(f"PartitionKey eq '{name}'")
-                if e["RowKey"] != STATE_ROW
+                if is_member_row(e["RowKey"])
             ]
             results.append(AccountImport(
                 name, result.expected_imported, result.imported, result.members_in_table,

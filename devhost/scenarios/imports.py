@@ -174,7 +174,7 @@ def account_result(
 ) -> tuple[AccountResult, list[tuple[float, float]]]:
     """What the stores say about one account's import: its report and attempt logs, its rows
     in the member table, its summary emails; and the (start, end) of each attempt."""
-    from shared.imports.member_table import STATE_ROW
+    from shared.imports.member_table import is_member_row
 
     result = AccountResult(rows=rows + EDI_MEMBERS, expected_imported=expected)
     runs: list[tuple[float, float]] = []
@@ -192,7 +192,7 @@ def account_result(
     result.overlapping_runs = _overlaps(runs)
     result.run_s = round(sum(e - s for s, e in runs), 2)
     rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
-    result.members_in_table = sum(1 for r in rows_in_table if r["RowKey"] != STATE_ROW)
+    result.members_in_table = sum(1 for r in rows_in_table if is_member_row(r["RowKey"]))
     result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
     result.files_left_in_incoming = sum(
         1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")

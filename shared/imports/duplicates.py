@@ -1,10 +1,12 @@
-"""Which member ids a file has already imported, in a fixed 1 MiB whatever the file's size.
+"""Which member rows a writer has already written, in a fixed 1 MiB whatever the run's size.
+
+The member writer uses it when an account had no members when the run began: a member the
+filter has certainly not seen cannot have a row yet, so its row need not be read.
 
 An exact set of ids would be the one part of an import whose memory grows with the file
 (~90 bytes per id as Python strings). Instead a Bloom filter answers "certainly not seen"
-for almost every id; only on a "maybe" does the importer ask the authority, the pending
-batch or the Members row itself (written by this run, from this file, with this token),
-so the answer stays exact. With 1 MiB and 5 hashes a "maybe" for a new id happens about
+for almost every id; only on a "maybe" does the writer read the Members row itself, so the
+answer stays exact. With 1 MiB and 5 hashes a "maybe" for a new id happens about
 once per 1.5 million ids at 100,000 ids, and for 2% of ids at 1,000,000.
 """
 

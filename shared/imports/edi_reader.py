@@ -1,19 +1,23 @@
-"""X12 834 (005010X220A1) benefit enrollment files, parsed and validated by pyx12.
+"""X12 834 benefit enrollment files (005010X220A1, and 004010X095A1), read as the guide means.
 
 pyx12 walks every segment against the 834 implementation guide map (loops, usage, codes,
-dates, lengths) as it streams; this module only groups its segments into member loops
-(2000, starting at INS) and maps them onto the CSV's fields:
+dates, lengths) as it streams; this module groups its segments into member loops (2000,
+starting at INS) and reads each as a `Change`, by loop (the map path), not by segment
+name alone:
 
-    member_id       REF*23 (the member's own id) if present, else REF*0F for a subscriber
-                    (INS01=Y); a dependent without REF*23 is rejected
-    last/first      NM1*IL (loop 2100A) NM103 / NM104
-    date_of_birth   DMG02 (DMG01=D8, CCYYMMDD)
-    plan            HD04 of the first 2300 loop, else its HD03 (insurance line code)
-    coverage_start  DTP*348 of that 2300 loop; coverage_end DTP*349 (optional)
-
-A termination (INS03=024) is imported as the member with its end date: DTP*349, else the
-member's eligibility end DTP*357 (loop 2000). One without either is rejected, because an
-upsert without an end date would turn the termination into open-ended coverage.
+    maintenance     INS03: 001 change, 021 addition, 024 cancellation or termination,
+                    025 reinstatement, 030 audit (applied by `maintenance.apply`)
+    member id       see `resolve_ids` (subscriber: REF*0F; dependents: how real files
+                    identify them)
+    names, birth    2100A only: NM1 (NM101 IL, or 74 "corrected insured": the corrected
+                    name is the member's name) NM103 last, NM104 first; DMG02 (D8). Loop
+                    2100B (NM1*70, "incorrect member name", with its own DMG) holds the
+                    old, wrong values and is never read into the member.
+    eligibility     2000 DTP*356 begin, DTP*357 end; DTP*303 maintenance effective date
+    coverages       every 2300 loop: HD01 maintenance, HD03 insurance line (HLT, DEN,
+                    VIS, ...), HD04 plan, HD05 level; DTP*348 begin, DTP*349 end, each
+                    D8 or RD8 (CCYYMMDD-CCYYMMDD: a 348 range gives begin and end)
+    file date       header DTP*007 (file effective date), else BGN03: for audit files
 
 Reading a file takes two passes (two streamed downloads, memory stays flat):
 `check_envelope` first: an ISA/GS/ST-level error, a missing trailer (a truncated file),
@@ -21,27 +25,37 @@ bytes after the last segment, or an error outside any member loop rejects the wh
 as an X12 acknowledgment would reject the transaction set. Only an intact file gets the
 second pass, `read_834`, where a member loop with any pyx12 error is rejected on its own.
 pyx12 messages can quote element values (a birth date), so quoted values are masked.
+Records carry the segment number of their INS and the physical line it starts on.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from datetime import date
+from typing import Any, Protocol
 
-import pyx12.error_handler
-import pyx12.errors
-import pyx12.params
-import pyx12.x12context
+import pyx12.error_handler  # type: ignore[import-untyped]
+import pyx12.errors  # type: ignore[import-untyped]
+import pyx12.params  # type: ignore[import-untyped]
+import pyx12.x12context  # type: ignore[import-untyped]
 
-from shared.imports.records import SourceFileError, SourceRecord
+from shared.imports.records import Change, Coverage, CoverageChange, SourceFileError, SourceRecord
 from shared.imports.text_stream import has_undecodable
 from shared.imports.validation import member_id_of
 
 _D8 = re.compile(r"\d{8}")
+
+
+class TextSource(Protocol):
+    """What the reader needs from a stream: `read(n)` (a `ChunkedText`, a `StringIO`)."""
+
+    def read(self, size: int = -1, /) -> str: ...
+
+
 MAX_REASONS = 5
-TERMINATION = "024"  # INS03: cancellation or termination
 
 
 @dataclass
@@ -85,14 +99,16 @@ _PARSER_FAILURES = (
 )
 
 
-def _segments(stream: TextIO, envelope_errors: list[str]) -> Iterator[_Segment]:
+def _segments(
+    stream: TextSource, envelope_errors: list[str], lines: _LineIndex | None = None
+) -> Iterator[_Segment]:
     """pyx12's segments with their own errors; envelope errors are appended as they appear."""
     first = stream.read(3)
     if not first:
         raise SourceFileError("empty file")
     if first != "ISA":
         raise SourceFileError("not an X12 interchange: the file does not start with ISA")
-    source = _Prefixed(first, stream)
+    source = _Prefixed(first, stream, lines)
     errh = pyx12.error_handler.errh_list()
     params = pyx12.params.params()
     try:
@@ -132,14 +148,22 @@ def _segments(stream: TextIO, envelope_errors: list[str]) -> Iterator[_Segment]:
 
 
 class _Prefixed:
-    """A stream with its first characters (already read to sniff the format) put back."""
+    """A stream with its first characters (already read to sniff the format) put back;
+    what pyx12 reads is also shown to `lines`, which notes where each segment starts."""
 
-    def __init__(self, prefix: str, stream: TextIO) -> None:
+    def __init__(self, prefix: str, stream: TextSource, lines: _LineIndex | None = None) -> None:
         self._prefix = prefix
         self._stream = stream
+        self._lines = lines
         self.closed = False
 
     def read(self, size: int = -1) -> str:
+        text = self._read(size)
+        if self._lines is not None and text:
+            self._lines.feed(text)
+        return text
+
+    def _read(self, size: int) -> str:
         if not self._prefix:
             return self._stream.read(size)
         if size < 0:
@@ -148,11 +172,65 @@ class _Prefixed:
         head, self._prefix = self._prefix[:size], self._prefix[size:]
         return head + (self._stream.read(size - len(head)) if size > len(head) else "")
 
+
+_NOT_SPACE = re.compile(r"\S")
+ISA_LENGTH = 106  # the ISA segment is fixed length; its last character ends every segment
+
+
+class _LineIndex:
+    """The physical line each segment starts on, for the segments pyx12 has read but not yet
+    handed out (so memory is pyx12's read-ahead, not the file). Segments are counted as pyx12
+    counts them: non-empty, terminated by the character after ISA16."""
+
+    def __init__(self) -> None:
+        self._terminator: str | None = None
+        self._head = ""
+        self._line = 1
+        self._count = 0
+        self._in_segment = False
+        self._starts: deque[tuple[int, int]] = deque()
+
+    def feed(self, text: str) -> None:
+        if self._terminator is None:
+            self._head += text
+            if len(self._head) < ISA_LENGTH:
+                return
+            self._terminator, text, self._head = self._head[ISA_LENGTH - 1], self._head, ""
+        pos, size = 0, len(text)
+        while pos < size:
+            if not self._in_segment:
+                found = _NOT_SPACE.search(text, pos)
+                if found is None:
+                    self._line += text.count("\n", pos)
+                    return
+                self._line += text.count("\n", pos, found.start())
+                pos = found.start()
+                if text[pos] == self._terminator:
+                    pos += 1  # an empty segment
+                    continue
+                self._count += 1
+                self._in_segment = True
+                self._starts.append((self._count, self._line))
+            end = text.find(self._terminator, pos)
+            if end < 0:
+                self._line += text.count("\n", pos)
+                return
+            self._line += text.count("\n", pos, end)
+            pos, self._in_segment = end + 1, False
+
+    def line_of(self, segment: int) -> int:
+        """The line segment number `segment` starts on (0 if unknown); forgets earlier ones."""
+        while self._starts and self._starts[0][0] < segment:
+            self._starts.popleft()
+        if self._starts and self._starts[0][0] == segment:
+            return self._starts[0][1]
+        return 0
+
     def close(self) -> None:
         self.closed = True
 
 
-def check_envelope(stream: TextIO) -> list[str]:
+def check_envelope(stream: TextSource) -> list[str]:
     """Pass 1: why the file must be rejected as a whole; [] when it may be imported."""
     problems: list[str] = []
     in_member = False
@@ -167,90 +245,245 @@ def check_envelope(stream: TextIO) -> list[str]:
 
 
 @dataclass
-class _MemberLoop:
+class _CoverageLoop:
     number: int
+    maintenance: str
+    line: str
+    plan: str
+    level: str
+    begin: date | None = None
+    end: date | None = None
+
+
+@dataclass
+class _MemberLoop:
+    """One 2000 loop as read; `record()` turns it into a `SourceRecord` with its `Change`."""
+
+    number: int
+    line: int = 0
     segments: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    values: dict[str, str] = field(default_factory=dict)
     subscriber: bool = False
+    relationship: str = ""
     maintenance: str = ""
-    eligibility_end: str = ""
     ref_0f: str = ""
-    ref_23: str = ""
-    coverage_loops: int = 0
+    refs: dict[str, str] = field(default_factory=dict)  # other 2000 REF qualifiers
+    nm108: str = ""
+    nm109: str = ""
+    first_name: str | None = None
+    last_name: str | None = None
+    birth: date | None = None
+    eligibility_begin: date | None = None
+    eligibility_end: date | None = None
+    effective: date | None = None
+    coverages: list[_CoverageLoop] = field(default_factory=list)
+    member_id: str = ""
+    id_error: str | None = None
 
     def add(self, seg: _Segment) -> None:
         self.segments.append(seg.text)
         self.errors.extend(f"segment {seg.number} ({seg.seg_id}): {e}" for e in seg.errors)
         value = seg.data.get_value if seg.data is not None else (lambda _: None)
-        if seg.seg_id == "INS":
-            self.subscriber = value("INS01") == "Y"
-            self.maintenance = value("INS03") or ""
-        elif seg.seg_id == "REF" and "/2000/" in seg.path and "/2300" not in seg.path:
-            qualifier, ident = value("REF01"), value("REF02") or ""
-            if qualifier == "0F":
-                self.ref_0f = ident
-            elif qualifier == "23":
-                self.ref_23 = ident
-        elif seg.seg_id == "NM1" and value("NM101") == "IL":
-            self.values["last_name"] = value("NM103") or ""
-            self.values["first_name"] = value("NM104") or ""
-        elif seg.seg_id == "DMG" and value("DMG01") == "D8":
-            self.values["date_of_birth"] = _iso(value("DMG02"))
-        elif seg.seg_id == "DTP" and seg.path.endswith("/2000/DTP") and value("DTP01") == "357":
-            self.eligibility_end = _iso(value("DTP03"))
-        elif seg.seg_id == "HD":
-            self.coverage_loops += 1
-            if self.coverage_loops == 1:
-                self.values["plan"] = value("HD04") or value("HD03") or ""
-        elif seg.seg_id == "DTP" and self.coverage_loops == 1 and "/2300/" in seg.path:
-            qualifier = value("DTP01")
-            if qualifier == "348":
-                self.values["coverage_start"] = _iso(value("DTP03"))
-            elif qualifier == "349":
-                self.values["coverage_end"] = _iso(value("DTP03"))
+        loop = _loop_of(seg.path)
+        try:
+            if seg.seg_id == "INS":
+                self.subscriber = value("INS01") == "Y"
+                self.relationship = value("INS02") or ""
+                self.maintenance = value("INS03") or ""
+            elif loop == "2000" and seg.seg_id == "REF":
+                qualifier, ident = value("REF01") or "", (value("REF02") or "").strip()
+                if qualifier == "0F":
+                    self.ref_0f = ident
+                else:
+                    self.refs.setdefault(qualifier, ident)
+            elif loop == "2000" and seg.seg_id == "DTP":
+                qualifier, when = value("DTP01"), _dates(value("DTP02"), value("DTP03"))
+                if qualifier == "356":
+                    self.eligibility_begin = when[0]
+                elif qualifier == "357":
+                    self.eligibility_end = when[1]
+                elif qualifier == "303":
+                    self.effective = when[0]
+            elif loop == "2100A" and seg.seg_id == "NM1":  # NM101 IL, or 74: corrected name
+                self.last_name = value("NM103") or None
+                self.first_name = value("NM104") or None
+                self.nm108, self.nm109 = value("NM108") or "", (value("NM109") or "").strip()
+            elif loop == "2100A" and seg.seg_id == "DMG" and value("DMG01") == "D8":
+                self.birth = _dates("D8", value("DMG02"))[0]
+            elif loop == "2300" and seg.seg_id == "HD":
+                self.coverages.append(_CoverageLoop(
+                    seg.number, value("HD01") or "", value("HD03") or "",
+                    (value("HD04") or "").strip(), value("HD05") or "",
+                ))  # fmt: skip
+            elif loop == "2300" and seg.seg_id == "DTP" and self.coverages:
+                qualifier, (begin, end) = value("DTP01"), _dates(value("DTP02"), value("DTP03"))
+                coverage = self.coverages[-1]
+                if qualifier == "348":  # RD8: the range is the coverage period
+                    coverage.begin = begin
+                    coverage.end = end if value("DTP02") == "RD8" else coverage.end
+                elif qualifier == "349":
+                    coverage.end = end
+        except ValueError as error:  # a bad date: pyx12 has usually said so already
+            if not seg.errors:
+                self.errors.append(f"segment {seg.number} ({seg.seg_id}): {error}")
+
+    def change(self) -> Change:
+        coverages = tuple(
+            CoverageChange(c.maintenance, Coverage(c.line, c.plan, c.begin, c.end, c.level))
+            for c in self.coverages
+        )
+        return Change(
+            member_id=self.member_id,
+            maintenance=self.maintenance,
+            first_name=self.first_name,
+            last_name=self.last_name,
+            date_of_birth=self.birth,
+            subscriber=self.subscriber,
+            relationship=self.relationship,
+            subscriber_id=self.ref_0f,
+            eligibility_begin=self.eligibility_begin,
+            eligibility_end=self.eligibility_end,
+            effective=self.effective,
+            coverages=coverages,
+        )
 
     def record(self) -> SourceRecord:
-        member_id = self.ref_23 or (self.ref_0f if self.subscriber else "")
-        fields = {"member_id": member_id, "coverage_end": "", **self.values}
-        termination = self.maintenance == TERMINATION
-        if termination and not fields["coverage_end"]:
-            fields["coverage_end"] = self.eligibility_end
         error = None
         if self.errors:
             extra = len(self.errors) - MAX_REASONS
             error = "; ".join(self.errors[:MAX_REASONS]) + (f"; {extra} more" if extra > 0 else "")
-        elif not member_id:
-            error = "member_id: a dependent (INS01=N) needs its own id in REF*23"
-        elif termination and not fields["coverage_end"]:
-            error = "coverage_end: a termination (INS03=024) needs DTP*349 or DTP*357"
+        elif self.id_error is not None:
+            error = self.id_error
         raw = "\n".join(self.segments) + "\n"  # each segment keeps its own terminator
+        member_id = member_id_of({"member_id": self.member_id})
+        fields = {"member_id": self.member_id}
         return SourceRecord(
-            self.number, "segment", raw, fields=fields, error=error,
-            member_id=member_id_of(fields),
+            self.number, "segment", raw, fields=fields, error=error, member_id=member_id,
+            change=self.change() if error is None else None, line=self.line,
         )  # fmt: skip
 
 
-def _iso(value: str | None) -> str:
-    """CCYYMMDD as YYYY-MM-DD; anything else unchanged, for validation to reject."""
+def _loop_of(path: str) -> str:
+    """The innermost loop of a pyx12 map path: ".../2000/2100A/NM1" -> "2100A"."""
+    parts = path.rsplit("/", 2)
+    return parts[-2] if len(parts) == 3 else ""
+
+
+def _dates(fmt: str | None, value: str | None) -> tuple[date | None, date | None]:
+    """(begin, end) of a D8 (both the same day) or RD8 (CCYYMMDD-CCYYMMDD) value."""
     text = value or ""
-    return f"{text[:4]}-{text[4:6]}-{text[6:]}" if _D8.fullmatch(text) else text
+    if fmt == "RD8":
+        first, _, last = text.partition("-")
+        return _d8(first), _d8(last)
+    day = _d8(text)
+    return day, day
 
 
-def read_834(stream: TextIO) -> Iterator[SourceRecord]:
-    """Pass 2: one record per member loop. Call only on a file `check_envelope` passed."""
+def _d8(text: str) -> date | None:
+    if not _D8.fullmatch(text):
+        raise ValueError("not a CCYYMMDD date")
+    try:
+        return date(int(text[:4]), int(text[4:6]), int(text[6:]))
+    except ValueError:
+        raise ValueError("not a valid calendar date") from None
+
+
+def resolve_ids(family: list[_MemberLoop]) -> None:
+    """Member ids of one family (a subscriber loop and the dependent loops after it).
+
+    subscriber (INS01=Y): REF*0F, the subscriber identifier the guide requires.
+    dependent (INS01=N), the first that applies:
+      1. its own REF*0F when it differs from the subscriber's (the sender identifies each
+         member there);
+      2. REF*23 (client number);
+      3. NM109 when NM108 is ZZ (a mutually defined member id); never an SSN (NM108=34);
+      4. the subscriber's REF*0F and the relationship, `{REF*0F}-{INS02}` ("A1234-19"),
+         when no other dependent of the family falls back to the same relationship;
+         otherwise each of them is rejected as ambiguous rather than merged into one member.
+    """
+    subscriber = next((m for m in family if m.subscriber), None)
+    family_id = subscriber.ref_0f if subscriber is not None else ""
+    fallback: dict[str, list[_MemberLoop]] = {}
+    for member in family:
+        if member.subscriber:
+            member.member_id = member.ref_0f
+            if not member.member_id:
+                member.id_error = "member_id: a subscriber (INS01=Y) needs REF*0F"
+        elif subscriber is not None and member.ref_0f and member.ref_0f != family_id:
+            member.member_id = member.ref_0f
+        elif member.refs.get("23"):
+            member.member_id = member.refs["23"]
+        elif member.nm108 == "ZZ" and member.nm109:
+            member.member_id = member.nm109
+        elif member.ref_0f and member.relationship:
+            member.member_id = f"{member.ref_0f}-{member.relationship}"
+            fallback.setdefault(member.member_id, []).append(member)
+        else:
+            member.id_error = ("member_id: a dependent (INS01=N) needs REF*0F with INS02, "
+                               "REF*23 or NM109 (NM108=ZZ)")  # fmt: skip
+    for same in fallback.values():
+        if len(same) > 1:
+            for member in same:
+                member.id_error = (
+                    f"member_id: {len(same)} dependents of one subscriber with relationship "
+                    f"INS02={member.relationship} and no id of their own (REF*23, NM109)"
+                )
+
+
+@dataclass
+class FileFacts:
+    """What `read_834` learns about the file besides its members (filled as it reads)."""
+
+    #: Header DTP*007 (file effective date), else BGN03, of the last transaction set.
+    effective: date | None = None
+    transaction_sets: int = 0
+
+
+def read_834(stream: TextSource, facts: FileFacts | None = None) -> Iterator[SourceRecord]:
+    """Pass 2: one record per member loop, in file order. Call only on a file
+    `check_envelope` passed. A family's loops are held until the family ends (ids of
+    dependents depend on their siblings), so memory is one family, not the file."""
+    facts = facts if facts is not None else FileFacts()
     problems: list[str] = []
+    family: list[_MemberLoop] = []
     member: _MemberLoop | None = None
-    for seg in _segments(stream, problems):
-        if seg.seg_id == "INS" or seg.seg_id in ("SE", "GE", "IEA", "ST", "GS", "ISA"):
-            if member is not None:
-                yield member.record()
-                member = None
-            if seg.seg_id == "INS":
-                member = _MemberLoop(seg.number)
+    lines = _LineIndex()
+    for seg in _segments(stream, problems, lines):
+        ends_family = seg.seg_id in _ENVELOPE or (
+            seg.seg_id == "INS" and seg.data is not None and seg.data.get_value("INS01") == "Y"
+        )
+        if ends_family and family:
+            resolve_ids(family)
+            yield from (m.record() for m in family)
+            family = []
+        if seg.seg_id == "INS" or seg.seg_id in _ENVELOPE:
+            member = None
+        if seg.seg_id == "INS":
+            member = _MemberLoop(seg.number, line=lines.line_of(seg.number))
+            family.append(member)
         if member is not None:
             member.add(seg)
-    if member is not None:
-        yield member.record()
+        elif seg.data is not None:
+            _header(seg, facts)
+    if family:
+        resolve_ids(family)
+        yield from (m.record() for m in family)
     if problems:
         raise SourceFileError(f"envelope errors: {'; '.join(problems[:MAX_REASONS])}")
+
+
+_ENVELOPE = ("SE", "GE", "IEA", "ST", "GS", "ISA")
+
+
+def _header(seg: _Segment, facts: FileFacts) -> None:
+    value = seg.data.get_value
+    try:
+        if seg.seg_id == "ST":
+            facts.transaction_sets += 1
+            facts.effective = None
+        elif seg.seg_id == "BGN" and facts.effective is None:
+            facts.effective = _d8(value("BGN03") or "")
+        elif seg.seg_id == "DTP" and _loop_of(seg.path) == "HEADER" and value("DTP01") == "007":
+            facts.effective = _d8(value("DTP03") or "")
+    except ValueError:
+        pass  # pyx12 reported it; the file failed check_envelope

@@ -1,12 +1,20 @@
 """One import run of one account: every file in `incoming/`, streamed, validated, fenced.
 
-Call it while holding the account's lease, with the lease's fencing token. The whole run is
-one invocation: files are streamed (memory stays flat) and members go out 99 per
-transaction, so 100,000 rows take about a minute on Azurite, well inside the 10-minute
-function timeout, with progress logged every 5 seconds. There is no mid-file checkpoint
-(chosen over one: simpler, and nothing is lost without it): a run that crashes is taken
-over by the next delivery, which re-reads the files still in `incoming/` from the start.
-That is safe because upserts are idempotent, a file's rejects are committed as one blob,
+Call it while holding the account's lease, with the lease's fencing token. Files are read
+in name order and each file's records in file order; each record is applied to the
+member's state as stored (`maintenance.apply`, one read of the member row unless it is in
+the pending batch), so the state after a file is what the file says last: a member
+cancelled in one transaction set and re-enrolled in a later one ends up enrolled, and an
+identical repeat changes nothing. What each record did (add, change, termination,
+reinstatement) is written as a history row beside the member, in the same fenced
+transaction. An 834 whose member loops are all 030 (audit) is the account's full list:
+afterwards, members it left out are terminated (`_sweep`).
+
+The whole run is one invocation: files are streamed (memory stays flat) and rows go out 99
+per transaction, with progress logged every 5 seconds. There is no mid-file checkpoint: a
+run that crashes is taken over by the next delivery, which re-reads the files still in
+`incoming/` from the start. That is safe because every member row remembers the state it
+had before the file (`member_table.Prior`), a file's rejects are committed as one blob,
 and a file leaves `incoming/` only after its members are committed and its rejects
 written. The report is rewritten after each file, so a takeover's report still lists the
 files an earlier attempt finished.
@@ -17,8 +25,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
@@ -26,20 +36,46 @@ from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 from shared.imports import file_mover
 from shared.imports.blob_source import open_text
 from shared.imports.csv_reader import read_csv
-from shared.imports.duplicates import IdFilter
-from shared.imports.edi_reader import check_envelope, read_834
+from shared.imports.edi_reader import FileFacts, check_envelope, read_834
+from shared.imports.history import event_entity
 from shared.imports.layout import Layout, container_name, imports_container
-from shared.imports.member_table import FencedMemberWriter, Provenance, StaleHolder
-from shared.imports.records import Member, SourceFileError, SourceRecord
+from shared.imports.maintenance import (
+    TERMINATION_EVENT,
+    UNCHANGED,
+    apply,
+    classify,
+    event_effective,
+    swept,
+)
+from shared.imports.member_table import (
+    FencedMemberWriter,
+    Provenance,
+    StaleHolder,
+    decode_state,
+    encode_state,
+    file_key,
+    member_from_entity,
+)
+from shared.imports.records import AUDIT, Change, SourceFileError, SourceRecord
 from shared.imports.rejects import RejectWriter
 from shared.imports.report import FileReport, RunReport
 from shared.imports.request import ImportRequest
 from shared.imports.summary_email import enqueue_summary
-from shared.imports.validation import RecordError, validate_member
+from shared.imports.validation import (
+    RecordError,
+    change_of_row,
+    validate_change,
+    validate_member,
+)
 
 log = logging.getLogger("shared.imports")
 
 PROGRESS_EVERY = 5.0
+#: Rejected member ids an audit file may have before its sweep is skipped (their members
+#: must not be terminated for being "absent"; the ids are held in memory until the sweep).
+MAX_AUDIT_REJECTS = 10_000
+#: Records validated together, and their member rows read in parallel, ahead of applying them.
+PREFETCH_WINDOW = 128
 KINDS = {".csv": "csv", ".834": "x12-834", ".x12": "x12-834", ".edi": "x12-834"}
 
 
@@ -145,7 +181,7 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
     return result
 
 
-def _records(run: _Run, blob: Any, kind: str) -> Any:
+def _records(run: _Run, blob: Any, kind: str, facts: FileFacts) -> Any:
     container = container_name()
     if kind == "csv":
         return read_csv(open_text(container, blob.name, blob.etag, run.connection))
@@ -153,28 +189,56 @@ def _records(run: _Run, blob: Any, kind: str) -> Any:
     if problems:
         extra = f"; {len(problems) - 5} more" if len(problems) > 5 else ""
         raise SourceFileError("X12 envelope errors: " + "; ".join(problems[:5]) + extra)
-    return read_834(open_text(container, blob.name, blob.etag, run.connection))
+    return read_834(open_text(container, blob.name, blob.etag, run.connection), facts)
+
+
+@dataclass
+class _Audit:
+    """Whether a file is an audit (every member loop 030), and who it rejected."""
+
+    members: int = 0
+    audit_loops: int = 0
+    rejected_ids: set[str] = field(default_factory=set)
+    rejected_without_id: int = 0
+
+    def skip_reason(self) -> str | None:
+        if self.members == 0 or self.audit_loops != self.members:
+            return "not an audit file"
+        if self.rejected_without_id:
+            return f"{self.rejected_without_id} rejected record(s) without a member id"
+        if len(self.rejected_ids) > MAX_AUDIT_REJECTS:
+            return f"more than {MAX_AUDIT_REJECTS} rejected records"
+        return None
 
 
 def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None:
     request, writer = run.request, run.writer
     rejects = RejectWriter(run.container.get_blob_client(run.layout.rejected_records(result.name)),
                            result.name)  # fmt: skip
-    seen = IdFilter()
+    key_of_file = file_key(request.run_id, result.name, str(blob.etag or ""))
+    facts = FileFacts()
+    audit = _Audit()
     next_progress = time.monotonic() + run.progress_every
     started = time.monotonic()
-    for record in _records(run, blob, kind):
+    for record, prepared in _prepared(run, _records(run, blob, kind, facts)):
         result.records += 1
         origin = Provenance(request.run_id, result.name, record.location)
-        outcome = _classify(record, seen, writer, origin, run.today)
-        if isinstance(outcome, Member):
-            writer.add(outcome, origin)
-            seen.add(outcome.member_id)
-            result.imported += 1
+        outcome = _import_record(run, record, prepared, origin, key_of_file)
+        if record.change is not None or kind != "csv":
+            audit.members += 1
+            audit.audit_loops += record.change is not None and record.change.maintenance == AUDIT
+        if isinstance(outcome, str):
+            result.count(outcome)
         else:
             category, reason = outcome
             rejects.add(record, reason)
-            result.reject(record.location, record.member_id, category, reason)
+            result.reject(record.location, record.member_id, category, reason, record.line)
+            if kind != "csv":
+                audit.audit_loops += 1  # a rejected loop cannot prove the file is not an audit
+                if record.member_id:
+                    audit.rejected_ids.add(record.member_id)
+                else:
+                    audit.rejected_without_id += 1
         if time.monotonic() >= next_progress:
             next_progress = time.monotonic() + run.progress_every
             log.info("import %s/%s: %s: %d records, %d imported, %d rejected (%.0f rows/s)",
@@ -182,6 +246,8 @@ def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None
                      result.imported, result.rejected,
                      result.records / (time.monotonic() - started))  # fmt: skip
     writer.flush()
+    if kind != "csv":
+        _sweep(run, result, audit, facts, key_of_file)
     rejects.commit()
     writer.confirm()  # the blob effects below are not covered by the table's If-Match
     file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name), blob.etag)
@@ -191,29 +257,103 @@ def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None
              result.rejected)  # fmt: skip
 
 
-def _classify(
-    record: SourceRecord,
-    seen: IdFilter,
-    writer: FencedMemberWriter,
-    origin: Provenance,
-    today: date,
-) -> Member | tuple[str, str]:
-    """The member to import, or (category, reason) to reject the record with.
+def _change_of(record: SourceRecord, today: date) -> Change:
+    if record.change is not None:
+        return validate_change(record.change, today=today)
+    return change_of_row(validate_member(record.fields or {}, today=today))
 
-    A member id is imported at most once per file: the first valid record with it wins,
-    and a later one is rejected as a duplicate naming where the first came from.
-    """
+
+def _prepare(record: SourceRecord, today: date) -> Change | tuple[str, str]:
+    """The record's validated change, or (category, reason) to reject it with."""
     if record.error is not None:
         return "format", record.error
     try:
-        member = validate_member(record.fields or {}, today=today)
+        return _change_of(record, today)
     except RecordError as error:
         return error.field, str(error)
-    if seen.might_contain(member.member_id):
-        first = writer.imported_at(member.member_id, origin)
-        if first is not None:
-            return "duplicate", f"member_id: duplicate in this file, first at {first}"
-    return member
+
+
+def _prepared(
+    run: _Run, records: Iterator[SourceRecord]
+) -> Iterator[tuple[SourceRecord, Change | tuple[str, str]]]:
+    """Records with their changes, PREFETCH_WINDOW at a time, their members' rows read
+    ahead in parallel (one read each would otherwise be a round trip per record)."""
+    while True:
+        window = [(r, _prepare(r, run.today)) for r in islice(records, PREFETCH_WINDOW)]
+        if not window:
+            return
+        run.writer.prefetch([c.member_id for _, c in window if isinstance(c, Change)])
+        yield from window
+
+
+def _import_record(
+    run: _Run,
+    record: SourceRecord,
+    prepared: Change | tuple[str, str],
+    origin: Provenance,
+    key_of_file: str,
+) -> str | tuple[str, str]:
+    """Apply one record; returns what it did (maintenance.classify) or (category, reason).
+
+    An 834 record is applied in file order whatever came before it in the file. A CSV row
+    has no maintenance type, so a second, different row for the same member in one CSV
+    file is rejected as a conflicting duplicate (an identical one changes nothing).
+    """
+    if not isinstance(prepared, Change):
+        return prepared
+    change = prepared
+    writer = run.writer
+    prior = writer.prior(change.member_id, key_of_file)
+    member = apply(prior.member, change)
+    kind = classify(prior.member, member)
+    if kind == UNCHANGED:
+        return kind
+    if record.change is None and prior.location is not None:
+        first = prior.location
+        return "duplicate", f"member_id: conflicting duplicate in this file, first at {first}"
+    effective = event_effective(kind, change, member)
+    event = event_entity(kind, member, prior.member, effective, origin, key_of_file,
+                         f"{record.number:010d}")  # fmt: skip
+    writer.put(member, origin, key_of_file=key_of_file, base=prior.base, event=event)
+    return kind
+
+
+def _sweep(run: _Run, result: FileReport, audit: _Audit, facts: FileFacts, key: str) -> None:
+    """After an audit file: terminate the active members it left out, effective the day
+    before the file's effective date (header DTP*007, else BGN03)."""
+    reason = audit.skip_reason()
+    if reason == "not an audit file":
+        return
+    if reason is None and facts.effective is None:
+        reason = "the file has no effective date (DTP*007 or BGN03)"
+    if reason is not None:
+        result.audit = f"members absent from this audit file were not terminated: {reason}"
+        log.warning("import %s/%s: %s: %s", run.request.account, run.request.run_id,
+                    result.name, result.audit)  # fmt: skip
+        return
+    assert facts.effective is not None
+    end = facts.effective - timedelta(days=1)
+    origin = Provenance(run.request.run_id, result.name, "audit: absent from the file")
+    count = 0
+    for entity in run.writer.active_members_not_in(key):
+        if entity.get("Swept") == key:  # an earlier attempt's sweep: start from before it
+            base = str(entity.get("BaseState"))
+            previous = decode_state(base)
+        else:
+            previous = member_from_entity(entity)
+            base = encode_state(previous)
+        if previous is None or previous.member_id in audit.rejected_ids:
+            continue
+        ended = swept(previous, end)
+        event = event_entity(TERMINATION_EVENT, ended, previous, end, origin, key,
+                             f"absent~{entity['RowKey']}")  # fmt: skip
+        run.writer.put(ended, origin, key_of_file=key, base=base, event=event, swept=True)
+        result.count(TERMINATION_EVENT, record=False)
+        count += 1
+    run.writer.flush()
+    result.audit = f"{count} member(s) absent from this audit file terminated, effective {end}"
+    log.info("import %s/%s: %s: %s", run.request.account, run.request.run_id, result.name,
+             result.audit)  # fmt: skip
 
 
 def _reject_whole_file(run: _Run, blob: Any, result: FileReport, reason: str) -> None:

@@ -1,23 +1,44 @@
-"""Members in Table Storage, written in fenced entity group transactions.
+"""Members and their history in Table Storage, written in fenced entity group transactions.
 
-Table `Members` (app setting MEMBERS_TABLE): PartitionKey = account, RowKey = member id.
-Each account's partition also holds one state row, RowKey "~state" (member ids cannot start
-with "~"), carrying the fencing token of the lease holder that last wrote.
+Table `Members` (app setting MEMBERS_TABLE), one partition per account (PartitionKey =
+account). Rows in it:
 
-Every transaction is up to 99 member upserts plus a REPLACE of the state row with If-Match
-on the ETag this writer last saw: the batch is atomic, so members land only if no one else
+    RowKey = member key        the member's state: MemberId (the id as the file has it),
+                               names, DateOfBirth, Status (active | terminated | cancelled),
+                               StatusEffective, EligibilityBegin/End, Coverages (JSON: line,
+                               plan, level, begin, end, status per coverage), the first coverage
+                               again as Plan/CoverageStart/CoverageEnd, where it came from
+    RowKey = "~event~{run}~{file}~{n}"   one history row per add, change, termination or
+                               reinstatement: MemberId, Event, Status, PreviousStatus,
+                               Effective, source file and location; no names, no birth dates
+    RowKey = "~state"          the fencing token of the lease holder that last wrote
+
+The member key is the id with characters Table keys forbid percent-encoded
+(`validation.member_key`), so it never starts with "~".
+
+Every transaction is up to 99 row upserts plus a REPLACE of the state row with If-Match
+on the ETag this writer last saw: the batch is atomic, so rows land only if no one else
 touched the state row since. A newer lease holder writes its (higher) token into the state
 row first, which changes the ETag, so the older holder's next transaction fails as a whole,
 and it stops with "stale holder: token N < M, stopping" and writes nothing more. This holds
 even when the older holder was paused past its lease and never noticed losing it.
+
+A member row also remembers the file version that last wrote it (`FileKey`) and the state
+the member had before that file (`BaseState`). An attempt that re-reads a file an earlier,
+crashed attempt had half imported starts each such member again from that base, so the
+history and the counts come out as if the file had been read once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from azure.core import MatchConditions
@@ -27,15 +48,22 @@ from blobsingleton import events, settings
 from blobsingleton.leases import instance_id
 
 from shared import storage
+from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
-from shared.imports.records import Member
+from shared.imports.records import ACTIVE, Coverage, Member
+from shared.imports.validation import member_key
 
 log = logging.getLogger("shared.imports")
 
 DEFAULT_TABLE = "Members"
 STATE_ROW = "~state"
+EVENT_PREFIX = "~event~"
+#: BaseState of a member that did not exist before the file.
+ABSENT = "null"
 #: Azure's limit is 100 operations per transaction; one of them is the state row.
 MEMBERS_PER_TRANSACTION = 99
+#: Member rows read in parallel ahead of the records that need them (`prefetch`).
+PREFETCH_THREADS = 8
 _CONDITION_FAILED = frozenset({"UpdateConditionNotSatisfied", "ConditionNotMet"})
 
 
@@ -70,23 +98,112 @@ class Provenance:
     location: str
 
 
-def member_entity(account: str, member: Member, token: int, origin: Provenance) -> dict[str, Any]:
+def is_member_row(row_key: str) -> bool:
+    """True for a member's row; the account's own rows (state, history) start with "~"."""
+    return not row_key.startswith("~")
+
+
+def file_key(run_id: str, source: str, etag: str = "") -> str:
+    """One version of one source file in one run (a retried attempt gets the same key)."""
+    text = f"{run_id}\n{source}\n{etag}".encode()
+    return hashlib.blake2b(text, digest_size=8).hexdigest()
+
+
+def event_key(run_id: str, key_of_file: str, suffix: str) -> str:
+    return f"{EVENT_PREFIX}{run_id}~{key_of_file}~{suffix}"
+
+
+def member_entity(
+    account: str,
+    member: Member,
+    token: int,
+    origin: Provenance,
+    *,
+    key_of_file: str = "",
+    base: str = ABSENT,
+) -> dict[str, Any]:
     entity: dict[str, Any] = {
         "PartitionKey": account,
-        "RowKey": member.member_id,
+        "RowKey": member_key(member.member_id),
+        "MemberId": member.member_id,
         "FirstName": member.first_name,
         "LastName": member.last_name,
-        "DateOfBirth": member.date_of_birth.isoformat(),
         "Plan": member.plan,
-        "CoverageStart": member.coverage_start.isoformat(),
+        "Status": member.status,
+        "Coverages": json.dumps([c.to_dict() for c in member.coverages], separators=(",", ":")),
+        "Subscriber": member.subscriber,
+        "Relationship": member.relationship,
+        "SubscriberId": member.subscriber_id,
+        "Maintenance": member.maintenance,
         "ImportRunId": origin.run_id,
         "SourceFile": origin.source,
         "SourceLocation": origin.location,
         "FencingToken": token,
+        "FileKey": key_of_file,
+        "BaseState": base,
     }
-    if member.coverage_end is not None:
-        entity["CoverageEnd"] = member.coverage_end.isoformat()
+    dates = {
+        "DateOfBirth": member.date_of_birth,
+        "CoverageStart": member.coverage_start,
+        "CoverageEnd": member.coverage_end,
+        "StatusEffective": member.status_effective,
+        "EligibilityBegin": member.eligibility_begin,
+        "EligibilityEnd": member.eligibility_end,
+    }
+    entity.update({name: value.isoformat() for name, value in dates.items() if value is not None})
     return entity
+
+
+def member_from_entity(entity: Any) -> Member:
+    """A stored member row as a `Member` (rows written before coverages existed included)."""
+
+    def day(name: str) -> date | None:
+        value = entity.get(name)
+        return date.fromisoformat(value) if isinstance(value, str) and value else None
+
+    coverages: tuple[Coverage, ...] = ()
+    if entity.get("Coverages"):
+        coverages = tuple(Coverage.from_dict(c) for c in json.loads(entity["Coverages"]))
+    elif entity.get("Plan"):
+        coverages = (Coverage("", entity["Plan"], day("CoverageStart"), day("CoverageEnd")),)
+    return Member(
+        member_id=str(entity.get("MemberId") or entity["RowKey"]),
+        first_name=str(entity.get("FirstName") or ""),
+        last_name=str(entity.get("LastName") or ""),
+        date_of_birth=day("DateOfBirth"),
+        coverages=coverages,
+        status=str(entity.get("Status") or ACTIVE),
+        status_effective=day("StatusEffective"),
+        eligibility_begin=day("EligibilityBegin"),
+        eligibility_end=day("EligibilityEnd"),
+        subscriber=bool(entity.get("Subscriber", True)),
+        relationship=str(entity.get("Relationship") or ""),
+        subscriber_id=str(entity.get("SubscriberId") or ""),
+        maintenance=str(entity.get("Maintenance") or ""),
+    )
+
+
+def encode_state(member: Member | None) -> str:
+    return json.dumps(member.state(), separators=(",", ":")) if member is not None else ABSENT
+
+
+def decode_state(text: str) -> Member | None:
+    data = json.loads(text or ABSENT)
+    return Member.from_state(data) if data is not None else None
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A member as a record of file `key_of_file` finds it.
+
+    `member`: the state to apply the record to (None: not a member yet). `base`: the state
+    before this file, to store again. `location`: where this attempt already wrote the
+    member from this file (None if it did not).
+    """
+
+    member: Member | None
+    base: str
+    location: str | None
 
 
 class FencedMemberWriter:
@@ -110,6 +227,11 @@ class FencedMemberWriter:
         self._table = table if table is not None else members_table()
         self._etag: str | None = None
         self._pending: dict[str, dict[str, Any]] = {}  # by RowKey: one op per row per batch
+        self._cache: dict[str, Any] = {}  # prefetched member rows (None: not there)
+        # An account with no members when this writer opened has only the rows it writes:
+        # a member it has not written (the filter says "certainly not") needs no read.
+        self._fresh = False
+        self._written = IdFilter()
         self.rows_written = 0
         self.transactions = 0
 
@@ -128,6 +250,7 @@ class FencedMemberWriter:
                         self._table.create_table()  # first import ever: no table yet
                     continue
                 self._etag = result["etag"]
+                self._fresh = self._no_members()
                 return
             if int(state.get("Token", 0)) > self.token:
                 raise self._stale(int(state["Token"]))
@@ -143,8 +266,18 @@ class FencedMemberWriter:
                     continue  # someone wrote in between: decide again on what is there now
                 raise
             self._etag = result["etag"]
+            self._fresh = self._no_members()
             return
         raise self._stale(self._current_token())
+
+    def _no_members(self) -> bool:
+        """True when the account has no member rows yet (asked once, after our token is in
+        the state row, so no older holder can add any later)."""
+        query = "PartitionKey eq @account and RowKey lt '~'"
+        rows = self._table.query_entities(
+            query, parameters={"account": self.account}, select=["RowKey"], results_per_page=1
+        )
+        return next(iter(rows), None) is None
 
     def confirm(self) -> None:
         """Raise `StaleHolder` unless the state row still carries our token (1 read).
@@ -160,35 +293,92 @@ class FencedMemberWriter:
 
     # -- members ---------------------------------------------------------------------------
     def add(self, member: Member, origin: Provenance) -> None:
+        """Write `member` as stated (no history row)."""
+        self.put(member, origin)
+
+    def put(
+        self,
+        member: Member,
+        origin: Provenance,
+        *,
+        key_of_file: str = "",
+        base: str = ABSENT,
+        event: dict[str, Any] | None = None,
+        swept: bool = False,
+    ) -> None:
+        """Queue the member's row (and its history row); flushes when a batch is full.
+        `swept`: ended because an audit file left it out (marked for a retried sweep)."""
         if self._etag is None:
             raise RuntimeError("FencedMemberWriter.open() was not called")
-        self._pending[member.member_id] = member_entity(self.account, member, self.token, origin)
+        entities = [member_entity(self.account, member, self.token, origin,
+                                  key_of_file=key_of_file, base=base)]  # fmt: skip
+        if swept:
+            entities[0]["Swept"] = key_of_file
+        if event is not None:
+            entities.append({"PartitionKey": self.account, **event, "FencingToken": self.token})
+        new = sum(e["RowKey"] not in self._pending for e in entities)
+        if len(self._pending) + new > self.batch_size:
+            self.flush()
+        for entity in entities:
+            self._pending[entity["RowKey"]] = entity
+        self._cache[entities[0]["RowKey"]] = entities[0]  # what the next record must see
+        self._written.add(entities[0]["RowKey"])
         if len(self._pending) >= self.batch_size:
             self.flush()
 
-    def imported_at(self, member_id: str, origin: Provenance) -> str | None:
-        """Where this writer already imported `member_id` from `origin.source`, else None.
+    def prefetch(self, member_ids: list[str]) -> None:
+        """Read these members' rows now, PREFETCH_THREADS at a time, for `prior()`.
 
-        Exact: the pending batch, else the Members row (1 read) if this run, this source
-        file and this token wrote it. Rows from an earlier attempt or file do not count.
-        """
-        entity = self._pending.get(member_id)
+        Replaces the previous prefetch; rows this writer `put()` since are served from it
+        too, so a record sees what the records before it in the window did."""
+        keys = [k for k in dict.fromkeys(map(member_key, member_ids)) if k not in self._pending]
+        self._cache = {}
+        if self._fresh:
+            self._cache = {k: None for k in keys if not self._written.might_contain(k)}
+            keys = [k for k in keys if k not in self._cache]
+        if keys:
+            with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
+                self._cache.update(zip(keys, pool.map(self._get_member, keys), strict=True))
+
+    def _get_member(self, key: str) -> Any:
+        try:
+            return self._table.get_entity(self.account, key)
+        except ResourceNotFoundError:
+            return None
+
+    def prior(self, member_id: str, key_of_file: str) -> Prior:
+        """The member as the next record of file `key_of_file` must see it (0 or 1 read)."""
+        key = member_key(member_id)
+        entity = self._pending.get(key)
         if entity is None:
-            try:
-                entity = self._table.get_entity(self.account, member_id)
-            except ResourceNotFoundError:
-                return None
-        same = (
-            entity.get("FencingToken") == self.token
-            and entity.get("ImportRunId") == origin.run_id
-            and entity.get("SourceFile") == origin.source
+            entity = self._cache[key] if key in self._cache else self._get_member(key)
+            if entity is None:
+                return Prior(None, ABSENT, None)
+        if key_of_file and entity.get("FileKey") == key_of_file:
+            base = str(entity.get("BaseState") or ABSENT)
+            if entity.get("FencingToken") == self.token:
+                return Prior(member_from_entity(entity), base, str(entity.get("SourceLocation")))
+            return Prior(decode_state(base), base, None)  # an earlier attempt: start over
+        stored = member_from_entity(entity)
+        return Prior(stored, encode_state(stored), None)
+
+    def active_members_not_in(self, key_of_file: str) -> Iterator[Any]:
+        """Member rows still active that file `key_of_file` did not write, and those an
+        earlier attempt's sweep of the same file already ended (streamed, 1000 a page)."""
+        query = (
+            "PartitionKey eq @account and ( ( Status eq 'active' and FileKey ne @file ) "
+            "or Swept eq @file )"
         )
-        return str(entity.get("SourceLocation")) if same else None
+        params = {"account": self.account, "file": key_of_file}
+        for entity in self._table.query_entities(query, parameters=params):
+            if is_member_row(str(entity["RowKey"])):
+                yield entity
 
     def discard(self) -> int:
         """Drop members not yet committed (their file turned out unusable); returns how many."""
         dropped = len(self._pending)
         self._pending.clear()
+        self._cache.clear()
         return dropped
 
     @property
@@ -199,10 +389,10 @@ class FencedMemberWriter:
         """Commit the pending members with the state row; returns how many were written."""
         if not self._pending:
             return 0
-        written = len(self._pending)
         operations: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             ("upsert", entity, {"mode": UpdateMode.REPLACE}) for entity in self._pending.values()
         ]
+        written = sum(is_member_row(str(key)) for key in self._pending)
         state = self._state_entity(rows=self.rows_written + written)
         condition = {
             "mode": UpdateMode.REPLACE,

@@ -1,7 +1,11 @@
 """Rejected records of one file: JSON lines in a block blob, committed when the file is done.
 
-    {"source": "a.csv", "location": "line 12", "member_id": "M1", "reason": "...",
-     "record": "<the original text>"}        # or "record_base64" when it was not UTF-8
+    {"source": "a.csv", "location": "line 12", "line": 12, "member_id": "M1",
+     "reason": "...", "record": "<the original text>"}  # or "record_base64" (not UTF-8)
+    {"source": "b.834", "location": "segment 40", "segment": 40, "line": 40, ...}
+
+`line` is the physical line the record starts on (an 834 written on one line: 1);
+`segment` the 834 segment number of its INS, as X12 acknowledgments count them.
 
 Blocks are staged as the file streams (about 1 MiB each), so a file with many rejections
 still uses little memory; they become visible only on `commit()`. A crash before the commit
@@ -26,6 +30,8 @@ def reject_line(source: str, record: SourceRecord, reason: str) -> bytes:
     entry: dict[str, Any] = {
         "source": source,
         "location": record.location,
+        **({"segment": record.number} if record.unit == "segment" else {}),
+        "line": record.line or (record.number if record.unit == "line" else None),
         "member_id": record.member_id,
         "reason": reason,
     }

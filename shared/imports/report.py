@@ -1,7 +1,9 @@
 """The run report (one JSON blob per run) and the attempt log (one blob per attempt).
 
-The report carries counts, durations, file-level errors, and for each file the first
-rejections with location, member id and reason. Reasons never quote values, so the report
+The report carries counts (records, adds, changes, terminations, reinstatements,
+unchanged, rejects), durations, file-level errors, what an audit file did to the members
+it left out, and for each file the first rejections with location, line, member id and
+reason. Reasons never quote values, so the report
 holds no names or birth dates; the rejected files next to it hold the records themselves.
 An attempt log is written when an attempt starts and again when it ends: overlapping
 attempts of one account would show up there (the scenario checks that there are none).
@@ -33,10 +35,16 @@ class FileReport:
     token: int | None = None  # of the attempt that handled it
     bytes: int = 0
     records: int = 0
-    imported: int = 0
+    imported: int = 0  # records accepted: the five counts below (audit terminations not)
     rejected: int = 0
+    added: int = 0
+    changed: int = 0
+    terminated: int = 0  # includes members an audit file left out
+    reinstated: int = 0
+    unchanged: int = 0  # accepted, but the member already was what the record says
     duration_s: float = 0.0
     error: str | None = None
+    audit: str | None = None  # what an audit (030) file did to the members it left out
     reasons: Counter[str] = field(default_factory=Counter)
     rejections: list[dict[str, Any]] = field(default_factory=list)
 
@@ -46,11 +54,35 @@ class FileReport:
         known["reasons"] = Counter(known.get("reasons") or {})
         return cls(**known)
 
-    def reject(self, location: str, member_id: str | None, category: str, reason: str) -> None:
+    def count(self, outcome: str, *, record: bool = True) -> None:
+        """Count an accepted record by what it did (`maintenance.classify`); an audit
+        file's termination of an absent member is counted with `record=False`."""
+        name = _OUTCOMES[outcome]
+        setattr(self, name, getattr(self, name) + 1)
+        if record:
+            self.imported += 1
+
+    def reject(
+        self, location: str, member_id: str | None, category: str, reason: str, line: int = 0
+    ) -> None:
         self.rejected += 1
         self.reasons[category] += 1
         if len(self.rejections) < SAMPLE_REJECTIONS:
-            self.rejections.append({"location": location, "member_id": member_id, "reason": reason})
+            entry: dict[str, Any] = {"location": location, "member_id": member_id}
+            if line:
+                entry["line"] = line
+            self.rejections.append({**entry, "reason": reason})
+
+
+#: `maintenance.classify` outcomes and the counter each goes to.
+_OUTCOMES = {
+    "add": "added",
+    "change": "changed",
+    "termination": "terminated",
+    "reinstatement": "reinstated",
+    "unchanged": "unchanged",
+}
+COUNTS = tuple(_OUTCOMES.values())
 
 
 @dataclass
@@ -78,6 +110,9 @@ class RunReport:
     @property
     def rejected(self) -> int:
         return sum(f.rejected for f in self.files)
+
+    def counted(self, name: str) -> int:
+        return sum(int(getattr(f, name)) for f in self.files)
 
     @property
     def duration_s(self) -> float:
@@ -113,6 +148,7 @@ class RunReport:
                 "records": self.records,
                 "imported": self.imported,
                 "rejected": self.rejected,
+                **{name: self.counted(name) for name in COUNTS},
                 "rows_per_s": round(self.records / duration, 1) if duration > 0 else None,
             },
             "errors": self.errors,

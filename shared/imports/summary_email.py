@@ -3,8 +3,9 @@
 The import enqueues a notification message (see shared.notifications.message) with
 event_id `import-{account}-{run_id}`; the notifications function sends each event id once,
 so a retried or taken-over run cannot email twice. Recipients: app setting
-IMPORT_REPORT_TO (comma-separated); unset means no email. The text holds counts and blob
-names only, no member data.
+IMPORT_REPORT_TO (comma-separated); unset means no email. The text holds counts (members
+added, changed, terminated, reinstated, unchanged; records rejected) and blob names only, no
+member data.
 
 Subject and text are a function of the run's outcome only (account, run, trigger, status,
 file counts and errors, the report blob's name), never of the attempt that sends them (no
@@ -46,18 +47,28 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
         f"{totals['files_left_in_incoming']} left in incoming)",
         f"Records: {totals['records']}; imported {totals['imported']}; "
         f"rejected {totals['rejected']}",
+        f"Members: {totals['added']} added, {totals['changed']} changed, "
+        f"{totals['terminated']} terminated, {totals['reinstated']} reinstated, "
+        f"{totals['unchanged']} unchanged; {totals['rejected']} rejected",
         "",
     ]
     for f in report.files:
-        line = f"- {f.name}: {f.status}, {f.imported} imported, {f.rejected} rejected"
+        line = (
+            f"- {f.name}: {f.status}, {f.added} added, {f.changed} changed, "
+            f"{f.terminated} terminated, {f.reinstated} reinstated, {f.rejected} rejected"
+        )
         lines.append(line + (f" ({f.error})" if f.error else ""))
+        if f.audit:
+            lines.append(f"  {f.audit}")
     lines += ["", f"Report: {report_blob}"]
     return Notification(
         event_id=summary_event_id(report.account, report.run_id),
         type="import.summary",
         to=tuple(to),
         subject=(
-            f"Import {report.account} {report.run_id}: {totals['imported']} imported, "
+            f"Import {report.account} {report.run_id}: {totals['imported']} imported "
+            f"({totals['added']} added, {totals['changed']} changed, "
+            f"{totals['terminated']} terminated, {totals['reinstated']} reinstated), "
             f"{totals['rejected']} rejected"
         ),
         text="\n".join(lines),

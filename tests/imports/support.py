@@ -8,7 +8,7 @@ from typing import Any
 
 from shared import storage
 from shared.imports.layout import imports_container
-from shared.imports.member_table import STATE_ROW, members_table
+from shared.imports.member_table import STATE_ROW, is_member_row, members_table
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,9 @@ class ImportsEnv:
         return [json.loads(line) for line in self.read(name).decode().splitlines()]
 
     def members(self, account: str) -> dict[str, dict[str, Any]]:
-        """Member rows of `account` by RowKey (the state row left out)."""
+        """Member rows of `account` by RowKey (the state and history rows left out)."""
         rows = members_table().query_entities(f"PartitionKey eq '{account}'")
-        return {r["RowKey"]: dict(r) for r in rows if r["RowKey"] != STATE_ROW}
+        return {r["RowKey"]: dict(r) for r in rows if is_member_row(r["RowKey"])}
 
     def state(self, account: str) -> dict[str, Any]:
         return dict(members_table().get_entity(account, STATE_ROW))

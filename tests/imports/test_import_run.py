@@ -109,7 +109,7 @@ def test_bad_input_is_reported_and_nothing_is_lost(
     assert [(r["location"], r["reason"]) for r in lines] == [
         ("line 3", "has 6 column(s), expected 7"),
         ("line 4", "date_of_birth: is not a date (YYYY-MM-DD)"),
-        ("line 5", "member_id: duplicate in this file, first at line 2"),
+        ("line 5", "member_id: conflicting duplicate in this file, first at line 2"),
         ("line 6", "coverage_end: is before coverage_start"),
         ("line 7", "not valid UTF-8 (first bad byte at column 8)"),
     ]

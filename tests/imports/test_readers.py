@@ -11,7 +11,7 @@ from shared.imports.csv_reader import read_csv
 from shared.imports.edi_reader import check_envelope, read_834
 from shared.imports.records import FIELDS, SourceFileError, SourceRecord
 from shared.imports.text_stream import ChunkedText
-from shared.imports.validation import RecordError, validate_member
+from shared.imports.validation import RecordError, validate_change, validate_member
 
 HEADER = ",".join(FIELDS) + "\n"
 TODAY = date(2026, 11, 22)
@@ -79,7 +79,7 @@ def test_field_rules_name_the_field_not_the_value() -> None:
                              "2026-12-31"], strict=True))  # fmt: skip
     assert validate_member(good, today=TODAY).member_id == "M1"
     cases = {
-        "member_id": ["", "a/b", "~state", "x" * 65],
+        "member_id": ["", "   ", "x" * 81],
         "first_name": ["", "x" * 101, "Zel\tda"],
         "date_of_birth": ["14/03/1971", "1971-02-30", "2027-01-01", "1899-12-31", ""],
         "coverage_start": ["", "2026-13-01"],
@@ -94,21 +94,24 @@ def test_field_rules_name_the_field_not_the_value() -> None:
                 assert value not in str(raised.value)
 
 
-def test_a_valid_834_passes_pyx12_and_maps_onto_the_csv_fields() -> None:
+def test_a_valid_834_passes_pyx12_and_maps_onto_a_change() -> None:
     rows = list(samples.members(4))
     data = samples.edi_bytes(rows)
     assert check_envelope(chunks(data, 64)) == []
     records = list(read_834(chunks(data, 64)))
     assert [r.error for r in records] == [None] * 4
-    first = records[0].fields or {}
+    change = records[0].change
     expected = rows[0]
-    assert first == {
-        "member_id": expected.member_id, "first_name": expected.first_name,
-        "last_name": expected.last_name, "date_of_birth": expected.date_of_birth,
-        "plan": expected.plan, "coverage_start": expected.coverage_start,
-        "coverage_end": expected.coverage_end,
-    }  # fmt: skip
-    assert records[1].location == "segment 14"
+    assert change is not None and change.maintenance == "030"
+    assert (change.member_id, change.first_name, change.last_name) == (
+        expected.member_id, expected.first_name, expected.last_name,
+    )  # fmt: skip
+    assert change.date_of_birth == date.fromisoformat(expected.date_of_birth)
+    (coverage,) = change.coverages
+    assert (coverage.coverage.line, coverage.coverage.plan) == ("HLT", expected.plan)
+    assert coverage.coverage.begin == date.fromisoformat(expected.coverage_start)
+    assert coverage.coverage.end == date.fromisoformat(expected.coverage_end)
+    assert records[1].location == "segment 14" and records[1].line == 14
     assert records[0].raw.startswith(f"INS*Y*18*030*XN*A*E**FT~\nREF*0F*{expected.member_id}~\n")
 
 
@@ -124,11 +127,12 @@ def test_834_member_errors_reject_one_member_and_mask_values() -> None:
     assert records[0].error is None
     assert records[1].member_id == "M9" and "DMG02" in (records[1].error or "")
     assert "19710230" not in (records[1].error or "")
-    assert "REF*23" in (records[2].error or "")  # a dependent needs its own id
+    # a dependent whose REF*0F is not its subscriber's: the sender identifies it there
+    assert records[2].error is None and records[2].member_id == "M0000002"
 
 
-def test_an_834_termination_carries_its_end_date_or_is_rejected() -> None:
-    """INS03=024 upserted without an end date would reopen the member's coverage."""
+def test_an_834_termination_needs_an_end_date() -> None:
+    """INS03=024 stored without an end date would reopen the member's coverage."""
     from dataclasses import replace
 
     base = list(samples.members(4))
@@ -141,10 +145,14 @@ def test_an_834_termination_carries_its_end_date_or_is_rejected() -> None:
     data = samples.edi_bytes(rows)
     assert check_envelope(chunks(data, 64)) == []
     records = list(read_834(chunks(data, 64)))
-    assert [r.error for r in records[:2]] == [None, None]
-    assert [(r.fields or {})["coverage_end"] for r in records[:2]] == ["2026-11-30", "2026-10-31"]
-    assert "INS03=024" in (records[2].error or "") and records[2].member_id == rows[2].member_id
-    assert records[3].error is None and (records[3].fields or {})["coverage_end"] == ""
+    changes = [r.change for r in records]
+    assert all(c is not None for c in changes) and [r.error for r in records] == [None] * 4
+    ok = [validate_change(c, today=TODAY) for c in changes[:2] if c is not None]
+    assert ok[0].coverages[0].coverage.end == date(2026, 11, 30)
+    assert ok[1].eligibility_end == date(2026, 10, 31)
+    with pytest.raises(RecordError, match="INS03=024"):
+        validate_change(changes[2], today=TODAY)  # type: ignore[arg-type]
+    validate_change(changes[3], today=TODAY)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
