@@ -112,7 +112,7 @@ def test_under_a_lease_a_crashed_runs_record_is_taken_over_at_once() -> None:
                 expires_at=0.0,
                 started_at=0.0,
                 ttl=3600.0,
-            )  # fmt: skip
+            )
         )
         assert crashed.status == Status.IN_PROGRESS
         night("mon")  # no timeout to wait out: the lease holder takes it over
