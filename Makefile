@@ -1,11 +1,11 @@
-# Two commands: `make demo` and `make test`. Everything they need is installed here, from the
+# Two commands: `make demo` and `make test` (`make test-fast` for the tests that need no services). Everything they need is installed here, from the
 # project's own pinned files, into .venv/ and node_modules/.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup chromium demo test test-long lint audit bench screenshot clean
+.PHONY: setup chromium demo test test-fast test-long lint audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -39,6 +39,10 @@ demo: setup
 
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
 test-long: setup lint
