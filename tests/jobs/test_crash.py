@@ -15,6 +15,7 @@ import pytest
 from devhost.scenarios._callbacks import CallbackPost, CallbackReceiver
 from shared.jobs import JobSettings, JobStore, watch
 from tests.jobs.conftest import submit, units
+from tests.support import AppSettings
 
 DRIVER = str(Path(__file__).with_name("driver.py"))
 UNITS = 5
@@ -96,13 +97,20 @@ def test_a_worker_killed_at_each_step_still_ends_the_job_with_one_callback(
 
 
 def test_a_worker_killed_during_the_callback_is_repeated_once_with_the_same_key(
-    jobs_env: JobSettings, jobs_process_env: dict[str, str], receiver: CallbackReceiver
+    jobs_env: JobSettings,
+    jobs_process_env: dict[str, str],
+    receiver: CallbackReceiver,
+    app_settings: AppSettings,
 ) -> None:
     """The documented at-least-once window: the POST arrived, its sender died before
     knowing. Once the announcement's in-progress record expires the watcher posts again."""
+    # One attempt per announcement: its in-progress record lasts 12 s rather than 22 s.
+    app_settings.set({"JOB_CALLBACK_ATTEMPTS": "1"})
+    jobs_env = JobSettings.from_env()
+    env = {**jobs_process_env, "JOB_CALLBACK_ATTEMPTS": "1"}
     submit(jobs_env, receiver.url, units(UNITS), "crash-in-post")
     with receiver.hold():
-        proc = driver(jobs_process_env)
+        proc = driver(env)
         assert receiver.arrived.wait(60), "the callback never arrived"
         proc.kill()
         proc.communicate(timeout=30)
