@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+import functions.notifications as notifications
 from functions.notifications import in_progress_seconds
 
 
@@ -29,10 +32,6 @@ def test_anything_else_is_refused_with_the_setting_named(
 
 
 def test_the_app_was_indexed_with_the_setting_of_its_process() -> None:
-    """tests/conftest.py sets 5 s before the app is imported; the decorator took it."""
-    import os
-
-    import functions.notifications as notifications
-
+    """tests/conftest.py sets 5 s before the app is imported; the module took it."""
     assert os.environ["EMAIL_IN_PROGRESS_SECONDS"] == "5"
     assert notifications.IN_PROGRESS_SECONDS == 5.0
