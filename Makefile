@@ -1,11 +1,11 @@
-# Two commands: `make demo` and `make test`. Everything they need is installed here, from the
+# Two commands: `make demo` and `make test` (`make test-fast` for the tests that need no services). Everything they need is installed here, from the
 # project's own pinned files, into .venv/ and node_modules/.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup chromium demo test test-long lint docs dist audit bench screenshot clean
+.PHONY: setup chromium demo test test-fast test-long lint docs dist audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -40,6 +40,10 @@ demo: setup
 test: setup lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
+
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
 test-long: setup lint
 	$(PY) -m pytest --long $(PYTEST_ARGS)
@@ -47,7 +51,8 @@ test-long: setup lint
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy --strict packages/blobsingleton/src
+	# Strict typing of the library, the app and devhost: files and settings in pyproject.toml.
+	$(PY) -m mypy
 	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
 
 # The library's API reference, from its docstrings: any warning fails the build.

@@ -102,7 +102,7 @@ def describe_trigger(function_name: str, binding: dict[str, Any]) -> Trigger:
     return UnsupportedTrigger(type=kind)
 
 
-def find_app(module: Any) -> func.FunctionApp:
+def find_app(module: Any) -> func.FunctionRegister:
     """The FunctionApp (FunctionRegister) object the module defines, like the Python worker."""
     apps = [v for v in vars(module).values() if isinstance(v, func.FunctionRegister)]
     if len(apps) != 1:
@@ -112,7 +112,7 @@ def find_app(module: Any) -> func.FunctionApp:
     return apps[0]
 
 
-def import_app(module_name: str, app_dir: Path | str = ".") -> func.FunctionApp:
+def import_app(module_name: str, app_dir: Path | str = ".") -> func.FunctionRegister:
     """Import the app module (from `app_dir`) and return its FunctionApp."""
     path = str(Path(app_dir).resolve())
     if path not in sys.path:
@@ -137,8 +137,9 @@ def index_app(app: func.FunctionRegister) -> list[IndexedFunction]:
         others = tuple(
             b for b in bindings if b is not trigger_binding and b.get("name") != "$return"
         )
-        name = function.get_function_name()
         user_function = function.get_user_function()
+        # get_functions() has named every function (its Python name unless function_name= says)
+        name = function.get_function_name() or user_function.__name__
         try:
             contract = FunctionContract.of(name, user_function, bindings)
         except FunctionLoadError as error:

@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from blobsingleton import SettingMissing
 from blobsingleton.schedules import InvalidSchedule
-from blobsingleton.settings import SettingMissing, setting
+from blobsingleton.settings import setting
 
 from devhost.host_config import HostConfig, load_host_config
 from devhost.http_server import HttpHost
@@ -59,7 +60,7 @@ class Instance:
             f"AzureWebJobs.{function.name}.Disabled",
             f"AzureWebJobs__{function.name}__Disabled",
         ):
-            if setting(name, "").strip().lower() in ("true", "1"):
+            if (setting(name) or "").strip().lower() in ("true", "1"):
                 log.info("%s: disabled by app setting %s", function.name, name)
                 return False
         return True

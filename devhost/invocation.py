@@ -352,12 +352,13 @@ def encode_return(binding: str, value: Any) -> meta.Datum:
     if converter is None:
         return meta.Datum(type="json", value=value)
     try:
-        return converter.encode(value, expected_type=None)
+        datum: meta.Datum = converter.encode(value, expected_type=None)
     except NotImplementedError:
         raise TypeError(
             f'unable to encode outgoing TypedData: unsupported type "{converter}" for '
             f'Python type "{type(value).__name__}"'
         ) from None
+    return datum
 
 
 _runtime: WorkerRuntime | None = None

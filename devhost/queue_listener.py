@@ -435,7 +435,8 @@ class QueueListener:
                     delivery.pop_receipt,
                     visibility_timeout=INVOCATION_VISIBILITY,
                 )
-                delivery.pop_receipt = receipt.pop_receipt
+                if receipt.pop_receipt:  # an update always answers with a new receipt
+                    delivery.pop_receipt = receipt.pop_receipt
                 delivery.renewed_at = time.monotonic()
             except Exception as error:
                 log.warning(
@@ -449,4 +450,6 @@ class QueueListener:
 def _taken_by_another_delivery(error: HttpResponseError) -> bool:
     """Our pop receipt is stale: the message is gone, or it became visible again and another
     delivery dequeued it (404 MessageNotFound, or 400 PopReceiptMismatch)."""
-    return isinstance(error, ResourceNotFoundError) or error.error_code == "PopReceiptMismatch"
+    return isinstance(error, ResourceNotFoundError) or (
+        getattr(error, "error_code", None) == "PopReceiptMismatch"
+    )

@@ -221,7 +221,11 @@ class TimerListener:
                 self.function.name,
                 key,
             )
-            self._run_schedule(lambda lease=lease: not self._stop.is_set() and lease.is_held)
+
+            def holding(lease: BlobLease = lease) -> bool:
+                return not self._stop.is_set() and lease.is_held
+
+            self._run_schedule(holding)
             if self._stop.is_set():
                 self._release(lease)
                 return

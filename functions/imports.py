@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import azure.functions as func
+from azure.functions.timer import TimerRequest as WorkerTimerRequest
 from blobsingleton import Busy, current_lease, once, schedules, singleton
 
 from shared import poison
@@ -63,7 +64,10 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     60 s and a waiting instance, or the host's past-due catch-up after a restart, takes
     over. A duplicate fan-out would be harmless anyway: each account's run is run-once.
     """
-    occurrence = schedules.fired_occurrence(SCHEDULE, timer.schedule_status)
+    # The worker binds its own TimerRequest, which carries the schedule status the abstract
+    # `func.TimerRequest` does not declare.
+    status = cast(WorkerTimerRequest, timer).schedule_status
+    occurrence = schedules.fired_occurrence(SCHEDULE, status)
     accounts, skipped = accounts_to_import()
     requests = enqueue_imports(accounts, occurrence.date())
     log.info(

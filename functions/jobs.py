@@ -47,7 +47,9 @@ POISON_QUEUE = "%JOB_UNITS_QUEUE%-poison"
 bp = func.Blueprint()
 
 
-def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+def _json(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> func.HttpResponse:
     return func.HttpResponse(
         json.dumps(body), status_code=status, mimetype="application/json", headers=headers
     )

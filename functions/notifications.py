@@ -19,6 +19,7 @@ from typing import Any
 
 import azure.functions as func
 from blobsingleton import Busy, PayloadMismatch, once
+from blobsingleton.settings import setting
 
 from shared import poison
 from shared.notifications import (
@@ -42,12 +43,32 @@ QUEUE = "%NOTIFICATIONS_QUEUE%"
 bp = func.Blueprint()
 
 
+def in_progress_seconds() -> float:
+    """App setting EMAIL_IN_PROGRESS_SECONDS (default 15, 1 to 300): how long the send of an
+    instance that died holds its event id. A copy arriving while a send runs is deferred that
+    long at most. A live send keeps its claim with a heartbeat, however long it takes."""
+    raw = setting("EMAIL_IN_PROGRESS_SECONDS", "15") or "15"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(
+            f"app setting EMAIL_IN_PROGRESS_SECONDS must be a number of seconds, not {raw!r}"
+        ) from None
+    if not 1.0 <= value <= 300.0:
+        raise ValueError(f"app setting EMAIL_IN_PROGRESS_SECONDS must be 1 to 300, not {raw!r}")
+    return value
+
+
+IN_PROGRESS_SECONDS = in_progress_seconds()
+
+
 @once(
     "email-{notification.event_id}",
     payload=payload,
     store=FingerprintStore(),
     on_in_progress=Busy.DEFER,
     queue=QUEUE,
+    in_progress_timeout=IN_PROGRESS_SECONDS,
 )
 def _deliver_once(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
     result = sender_from_settings().send(notification)

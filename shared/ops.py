@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
+from azure.core.paging import PageIterator
 from blobsingleton import ops
 from blobsingleton.config import encode_key
 from blobsingleton.errors import InvalidKey
@@ -42,9 +43,11 @@ def list_jobs(prefix: str = "", limit: int = 20, marker: str | None = None) -> o
     prefix = ops.validate_prefix(prefix)
     store = JobStore(JobSettings.from_env())
     container = store._container  # the jobs container the store itself uses
-    pages = container.walk_blobs(
+    listing = container.walk_blobs(
         name_starts_with="jobs/" + encode_key(prefix), delimiter="/", results_per_page=limit
-    ).by_page(continuation_token=marker or None)
+    )
+    # by_page() is typed as a plain iterator; it is azure-core's PageIterator, with the token.
+    pages = cast(PageIterator[Any], listing.by_page(continuation_token=marker or None))
     items = []
     page = _first_page(pages)
     if page is None:

@@ -1,6 +1,11 @@
-"""Fixtures shared by every test: a real Azurite per session, Prism for the SendGrid contract.
+"""Fixtures shared by every test: a real Azurite per session, Prism for the SendGrid contract,
+app settings of each test's own, the app indexed as a worker indexes it, and the `services`
+marker.
 
-Integration tests talk to real services over HTTP; nothing here mocks storage.
+Integration tests talk to real services over HTTP; nothing here mocks storage. A test that
+uses Azurite, Prism or child processes is marked `services` here, from the fixtures it uses
+(or by a `pytestmark` in its file when it starts them itself): `make test-fast` runs the
+others (`pytest -m "not services"`).
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import blobsingleton
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +26,13 @@ if str(ROOT) not in sys.path:
 
 from devhost import request_counting, services  # noqa: E402
 from devhost.scenarios._callbacks import CallbackReceiver  # noqa: E402
+from tests.support import AppSettings, child_env, fresh_functions  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
+# A send whose instance died holds its event id this long (15 s by default): a copy arriving
+# during a send is deferred as long, so the notification flows wait 6 s for it here, not 16.
+# Set before function_app is imported (the decorator reads it); child processes inherit it.
+os.environ.setdefault("EMAIL_IN_PROGRESS_SECONDS", "5")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +52,23 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("long" if config.getoption("--long") else "default")
 
 
+# Fixtures that start a service or let a test start processes; every fixture built on them
+# (storage_env, app_env, jobs_env, start_host, ...) has them among its item's fixture names.
+SERVICE_FIXTURES = frozenset(
+    {"azurite", "oauth_azurite", "prism_url", "sendgrid_429_url", "subprocess_env"}
+)
+
+
+def needs_services(item: pytest.Item) -> bool:
+    """Whether the test uses Azurite, Prism or child processes (by fixture or by mark)."""
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(names & SERVICE_FIXTURES) or item.get_closest_marker("services") is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if needs_services(item) and item.get_closest_marker("services") is None:
+            item.add_marker(pytest.mark.services)
     if config.getoption("--long"):
         return
     skip = pytest.mark.skip(reason="long variant: run with --long (make test-long)")
@@ -54,31 +82,45 @@ def azurite() -> Iterator[services.Azurite]:
     """One Azurite for the session, on free ports, with its own data folder."""
     with services.azurite() as instance:
         yield instance
+        # A lease a test left held would be released at exit against a stopped Azurite, each
+        # attempt waiting out the storage client's retries (80 s): give them back while it runs.
+        blobsingleton.release_all()
 
 
 @pytest.fixture
-def storage_env(azurite: services.Azurite, monkeypatch: pytest.MonkeyPatch) -> str:
+def app_settings(monkeypatch: pytest.MonkeyPatch) -> AppSettings:
+    """The one way tests override app settings: `app_settings.set({...})`."""
+    return AppSettings(monkeypatch)
+
+
+@pytest.fixture
+def storage_env(azurite: services.Azurite, app_settings: AppSettings) -> str:
     """Point the app at the session's Azurite, with containers of its own for this test."""
     suffix = uuid.uuid4().hex[:10]
-    # One app: this checkout, as a local host sees it (its namespace is the local host id).
-    monkeypatch.delenv("WEBSITE_INSTANCE_ID", raising=False)
-    monkeypatch.setenv("AzureWebJobsScriptRoot", str(ROOT))
-    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
-    monkeypatch.setenv("LEASE_CONTAINER", f"locks-{suffix}")
-    monkeypatch.setenv("RUNONCE_CONTAINER", f"runonce-{suffix}")
-    monkeypatch.setenv("EMAIL_OUTBOX_CONTAINER", f"outbox-{suffix}")
+    app_settings.set(
+        {
+            # One app: this checkout, as a local host sees it (its namespace: the local host id).
+            "WEBSITE_INSTANCE_ID": None,
+            "AzureWebJobsScriptRoot": str(ROOT),
+            "AzureWebJobsStorage": azurite.connection_string,
+            "LEASE_CONTAINER": f"locks-{suffix}",
+            "RUNONCE_CONTAINER": f"runonce-{suffix}",
+            "EMAIL_OUTBOX_CONTAINER": f"outbox-{suffix}",
+        }
+    )
     return azurite.connection_string
 
 
 @pytest.fixture
-def app_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def app_env(storage_env: str, app_settings: AppSettings) -> dict[str, str]:
     """Every flow's settings on the session's Azurite, with queues, containers and a table of
-    this test's own; email goes to the local outbox (no SendGrid key)."""
+    this test's own; email goes to the local outbox (no SendGrid key, host or sender name).
+    Returns every setting it made, storage and containers included."""
     suffix = uuid.uuid4().hex[:8]
-    values = {
+    values: dict[str, str | None] = {
         "NOTIFICATIONS_QUEUE": f"notif-{suffix}",
         "EMAIL_FROM": "notifications@example.com",
-        "SENDGRID_API_KEY": "",
+        "SENDGRID_API_KEY": None,
         "JOBS_CONTAINER": f"jobs-{suffix}",
         "JOB_UNITS_QUEUE": f"units-{suffix}",
         "JOB_UNIT_HANDLER": "shared.jobs.handlers:echo",
@@ -86,10 +128,20 @@ def app_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
         "IMPORT_QUEUE": f"imports-{suffix}",
         "MEMBERS_TABLE": f"Members{suffix}",
         "IMPORT_SCHEDULE": "0 0 2 * * *",
+        "SENDGRID_HOST": None,
+        "EMAIL_FROM_NAME": None,
     }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
+    app_settings.set(values)
+    return {
+        name: os.environ[name]
+        for name in (
+            "AzureWebJobsStorage",
+            "LEASE_CONTAINER",
+            "RUNONCE_CONTAINER",
+            "EMAIL_OUTBOX_CONTAINER",
+            *(name for name, value in values.items() if value is not None),
+        )
+    }
 
 
 @pytest.fixture(scope="session")
@@ -102,9 +154,15 @@ def prism_url() -> Iterator[str]:
 @pytest.fixture
 def subprocess_env(storage_env: str) -> dict[str, str]:
     """Environment for child processes racing against the same Azurite and containers."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return child_env()
+
+
+@pytest.fixture
+def app_functions() -> dict[str, Any]:
+    """function_app's functions by name, indexed as a fresh worker indexes them."""
+    import function_app
+
+    return fresh_functions(function_app.app)
 
 
 @pytest.fixture

@@ -50,11 +50,12 @@ class _PinnedConnection(http.client.HTTPConnection):
 
     def __init__(self, target: CallbackTarget, timeout: float) -> None:
         super().__init__(target.host, target.port, timeout=timeout)
+        self._connect_timeout = timeout  # `self.timeout` is typed Optional by http.client
         self._addresses = target.addresses
         self._tls = ssl.create_default_context() if target.scheme == "https" else None
 
     def connect(self) -> None:
-        sock = _open(self._addresses, self.port, self.timeout)
+        sock = _open(self._addresses, self.port, self._connect_timeout)
         if self._tls is not None:
             sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         self.sock = sock
@@ -77,7 +78,7 @@ def backoff(attempt: int, retry_after: str | None = None) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based)."""
     if retry_after and retry_after.strip().isdigit():
         return min(BACKOFF_CAP, float(retry_after))
-    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 
 def post_callback(

@@ -111,8 +111,8 @@ def _announce(
     if age > settings.give_up_seconds:
         reason = f"callback still unavailable {age / 3600:.1f} h after the job finished"
         log.error("job %s: %s: giving up", completion.job_id, reason)
-        announcement = Announcement(AnnouncementState.ABANDONED, 0, time.time(), None, reason)
-        return record_announcement(store, completion, announcement)
+        abandoned = Announcement(AnnouncementState.ABANDONED, 0, time.time(), None, reason)
+        return record_announcement(store, completion, abandoned)
     try:
         announcement = announce(completion, settings)
     except CallbackUnavailable as error:

@@ -30,7 +30,8 @@ _MISSING = frozenset({"BlobNotFound", "ContainerNotFound", "ResourceNotFound"})
 
 
 def _code(error: HttpResponseError) -> str:
-    return str(getattr(error.error_code, "value", error.error_code) or "")
+    code = getattr(error, "error_code", None)  # set by azure-core, not declared on the class
+    return str(getattr(code, "value", code) or "")
 
 
 def _missing(error: HttpResponseError) -> bool:
@@ -78,7 +79,8 @@ class JobStore:
         """Create blob `name` if absent (If-None-Match: *): its etag, or None if it exists."""
         for _ in range(2):
             try:
-                return self._blob(name).upload_blob(data, overwrite=False, **kwargs)["etag"]
+                answer = self._blob(name).upload_blob(data, overwrite=False, **kwargs)
+                return str(answer["etag"])
             except HttpResponseError as error:
                 if _code(error) == "ContainerNotFound":
                     self._create_container()

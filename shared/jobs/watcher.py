@@ -66,9 +66,10 @@ def examine(store: JobStore, job_id: str, *, on_step: StepHook | None = None) ->
         failed = store.failed_units(job_id)
         outcome = completion_for(job, failed, last_unit_at=counter.modified, finalized_by="watcher")
     else:
-        outcome = completion_from_markers(store, job)
-        if outcome is None:
+        marked = completion_from_markers(store, job)
+        if marked is None:
             return "waiting"
+        outcome = marked
         log.warning(
             "job %s: counter stuck at %d of %d but every unit is marked: finalizing",
             job_id, counter.value, counter.total,

@@ -7,13 +7,18 @@ import uuid
 import pytest
 
 from bench._storage import SHARED
+from tests.support import AppSettings
 
 
 @pytest.fixture
-def bench_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def bench_env(storage_env: str, app_settings: AppSettings) -> str:
     """The session's Azurite for every benchmark; settings they write are undone afterwards."""
-    monkeypatch.setenv(SHARED, storage_env)
     suffix = uuid.uuid4().hex[:8]
-    monkeypatch.setenv("IMPORTS_CONTAINER", f"bench-imports-{suffix}")
-    monkeypatch.setenv("MEMBERS_TABLE", f"BenchMembers{suffix}")
+    app_settings.set(
+        {
+            SHARED: storage_env,
+            "IMPORTS_CONTAINER": f"bench-imports-{suffix}",
+            "MEMBERS_TABLE": f"BenchMembers{suffix}",
+        }
+    )
     return storage_env

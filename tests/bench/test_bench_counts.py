@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
 from bench import alternatives, capacity, requests
-from tests.conftest import ROOT
+from tests.support import ROOT, child_env
 
 
 def test_requests_counts_every_alternative_and_only_run_once_guards_skip_duplicates(
@@ -36,7 +35,7 @@ def test_capacity_turns_counts_into_rates_at_the_published_limits() -> None:
 
 
 def test_command_prints_one_json_object(bench_env: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-m", "bench", "requests", "--json", "--iterations", "2",
          "--hold-seconds", "0.2"],

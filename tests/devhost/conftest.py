@@ -1,8 +1,4 @@
-"""Fixtures for the devhost tests: a real Azurite, the sample app, records of invocations.
-
-Uses the session `azurite` fixture of tests/conftest.py when it exists, else starts its own,
-so this folder also runs on its own.
-"""
+"""Fixtures for the devhost tests: the session's Azurite, the sample app, records of invocations."""
 
 from __future__ import annotations
 
@@ -19,14 +15,9 @@ from devhost.supervisor import HostOptions, Supervisor
 
 
 @pytest.fixture(scope="session")
-def connection_string(request: pytest.FixtureRequest) -> Iterator[str]:
-    try:
-        shared = request.getfixturevalue("azurite")
-    except pytest.FixtureLookupError:
-        with services.azurite() as own:
-            yield own.connection_string
-        return
-    yield shared.connection_string
+def connection_string(azurite: services.Azurite) -> str:
+    """The session's Azurite (tests/conftest.py)."""
+    return azurite.connection_string
 
 
 @pytest.fixture

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from devhost_testkit import HERE
 
 from devhost.chaos import SCHEDULED_KINDS
 from devhost.chaos_run import RATES, parse_rates
 from devhost.fault_proxy import FAULT_KINDS
-
-ROOT = HERE.parents[1]
+from tests.support import ROOT, child_env
 
 
 def test_fault_rates_override_the_defaults() -> None:
@@ -27,8 +24,9 @@ def test_fault_rates_override_the_defaults() -> None:
 
 
 @pytest.mark.long
+@pytest.mark.services  # starts Azurite, a fault proxy and devhost instances itself
 def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     env.pop("SENDGRID_API_KEY", None)
     proc = subprocess.run(
         [sys.executable, "-m", "devhost", "chaos", "--instances", "3", "--minutes", "1.25",

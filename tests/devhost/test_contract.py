@@ -31,6 +31,7 @@ from devhost.indexing import IndexedFunction, IndexingError, find_app, load_func
 from devhost.invocation import InvocationIdFilter, WorkerRuntime, invoke, thread_pool_size
 from devhost.log_levels import HostLogLevelFilter, level_for
 from devhost.queue_listener import bind_queue_message, host_trigger_metadata
+from tests.support import forget_indexing
 
 APPS = Path(__file__).resolve().parent / "apps"
 APP_ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def indexed(module: str, app_dir: Path = APPS) -> dict[str, IndexedFunction]:
     """The app's functions by name, indexed once per process as the worker indexes once."""
     if module not in _indexed:
         if module in sys.modules:  # another test indexed it: start as a fresh worker would
-            find_app(sys.modules[module]).functions_bindings = None
+            forget_indexing(find_app(sys.modules[module]))
         _indexed[module] = {f.name: f for f in load_functions(module, app_dir)}
     return _indexed[module]
 

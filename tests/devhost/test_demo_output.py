@@ -17,12 +17,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import child_env
+
+pytestmark = pytest.mark.services  # the demo starts Azurite and devhost instances itself
+
 ARGS = [sys.executable, "-m", "devhost", "demo", "--instances", "2", "--events", "15"]
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    env = child_env(COLUMNS="120")
     env.pop("AzureWebJobsStorage", None)
     return env
 

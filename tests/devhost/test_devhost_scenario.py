@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Any
 
 from devhost_testkit import HERE
 
-ROOT = HERE.parents[1]
+from tests.support import ROOT, child_env
 
 
 def _scenario(connection_string: str, *extra: str) -> tuple[int, dict[str, Any], str]:
-    env = dict(os.environ, AzureWebJobsStorage=connection_string, PYTHONPATH=str(ROOT))
+    env = child_env(AzureWebJobsStorage=connection_string)
     env.pop("SENDGRID_API_KEY", None)
     env["AzureFunctionsJobHost__extensions__queues__maxPollingInterval"] = "00:00:00.5"
     proc = subprocess.run(

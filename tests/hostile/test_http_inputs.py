@@ -15,6 +15,7 @@ import pytest
 
 import function_app
 from tests.hostile.corpus import GENERIC_BODIES, HOSTILE_VALUES
+from tests.support import fresh_functions
 
 HOSTILE_ROUTE_VALUES = [
     "\ud800",
@@ -31,9 +32,7 @@ HOSTILE_ROUTE_VALUES = [
 
 
 def http_function(name: str) -> Callable[[func.HttpRequest], Any]:
-    app = function_app.app
-    app.functions_bindings = None
-    return {f.get_function_name(): f for f in app.get_functions()}[name].get_user_function()
+    return fresh_functions(function_app.app)[name].get_user_function()
 
 
 def request(method: str, url: str, body: bytes = b"", **route: str) -> func.HttpRequest:

@@ -20,6 +20,7 @@ from azure.functions.queue import QueueMessage
 import function_app
 from shared import storage
 from tests.hostile.corpus import GENERIC_BODIES, HOSTILE_VALUES, MAX_QUEUE_BODY
+from tests.support import fresh_functions
 
 
 def valid_bodies() -> dict[str, dict[str, Any]]:
@@ -60,10 +61,8 @@ def test_every_hostile_body_fits_in_a_queue_message() -> None:
 
 def queue_functions() -> dict[str, tuple[Callable[[QueueMessage], Any], str]]:
     """Each queue function of the app as the worker indexes it, with its queue name."""
-    app = function_app.app
-    app.functions_bindings = None  # index as a fresh worker does
     found = {}
-    for function in app.get_functions():
+    for function in fresh_functions(function_app.app).values():
         trigger = function.get_trigger().get_dict_repr()
         if trigger["type"] == "queueTrigger":
             found[function.get_function_name()] = (

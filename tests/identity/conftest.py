@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from devhost import request_counting, services
+from tests.support import AppSettings
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
@@ -117,19 +118,23 @@ def auth_schemes() -> AuthSchemes:
 
 @pytest.fixture
 def identity_env(
-    oauth_azurite: services.Azurite, monkeypatch: pytest.MonkeyPatch, auth_schemes: AuthSchemes
+    oauth_azurite: services.Azurite, app_settings: AppSettings, auth_schemes: AuthSchemes
 ) -> Iterator[EntraLikeCredential]:
     """Identity-based settings only, an injected credential, and the test certificate trusted."""
     suffix = uuid.uuid4().hex[:10]
-    monkeypatch.delenv("AzureWebJobsStorage", raising=False)
-    monkeypatch.delenv("AzureWebJobsStorage__accountName", raising=False)
-    for service in ("blob", "queue", "table"):
-        monkeypatch.setenv(
-            f"AzureWebJobsStorage__{service}ServiceUri", oauth_azurite.service_url(service)
-        )
-    monkeypatch.setenv("LEASE_CONTAINER", f"locks-{suffix}")
-    monkeypatch.setenv("RUNONCE_CONTAINER", f"runonce-{suffix}")
-    monkeypatch.setenv("EMAIL_OUTBOX_CONTAINER", f"outbox-{suffix}")
+    app_settings.set(
+        {
+            "AzureWebJobsStorage": None,
+            "AzureWebJobsStorage__accountName": None,
+            **{
+                f"AzureWebJobsStorage__{service}ServiceUri": oauth_azurite.service_url(service)
+                for service in ("blob", "queue", "table")
+            },
+            "LEASE_CONTAINER": f"locks-{suffix}",
+            "RUNONCE_CONTAINER": f"runonce-{suffix}",
+            "EMAIL_OUTBOX_CONTAINER": f"outbox-{suffix}",
+        }
+    )
     credential = EntraLikeCredential()
     assert oauth_azurite.certificate is not None
     blobsingleton.config.set_default_credential(credential)

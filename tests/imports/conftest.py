@@ -9,10 +9,12 @@ import pytest
 
 from shared import storage
 from tests.imports.support import ImportsEnv
+from tests.support import AppSettings
 
 
 @pytest.fixture
-def imports_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> ImportsEnv:
+def imports_env(storage_env: str, app_settings: AppSettings) -> ImportsEnv:
+    """Nightly-import settings of this test's own (container, table, queues), queues created."""
     suffix = uuid.uuid4().hex[:10]
     env = ImportsEnv(
         container=f"imports-{suffix}",
@@ -20,13 +22,17 @@ def imports_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> ImportsEnv
         queue=f"imports-{suffix}",
         notifications_queue=f"ntf-{suffix}",
     )
-    monkeypatch.setenv("IMPORTS_CONTAINER", env.container)
-    monkeypatch.setenv("MEMBERS_TABLE", env.table)
-    monkeypatch.setenv("IMPORT_QUEUE", env.queue)
-    monkeypatch.setenv("NOTIFICATIONS_QUEUE", env.notifications_queue)
-    monkeypatch.setenv("IMPORT_SCHEDULE", "0 0 2 * * *")
-    monkeypatch.setenv("IMPORT_REPORT_TO", "ops@example.com")
-    monkeypatch.delenv("IMPORT_ACCOUNTS", raising=False)
+    app_settings.set(
+        {
+            "IMPORTS_CONTAINER": env.container,
+            "MEMBERS_TABLE": env.table,
+            "IMPORT_QUEUE": env.queue,
+            "NOTIFICATIONS_QUEUE": env.notifications_queue,
+            "IMPORT_SCHEDULE": "0 0 2 * * *",
+            "IMPORT_REPORT_TO": "ops@example.com",
+            "IMPORT_ACCOUNTS": None,
+        }
+    )
     for queue in (env.queue, env.notifications_queue):
         storage.queue_client(queue).create_queue()
     return env

@@ -4,9 +4,7 @@ and helpers that submit a job and run its units through the real function code."
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,29 +13,32 @@ from azure.functions.queue import QueueMessage
 
 from shared import storage
 from shared.jobs import JobRequest, JobSettings, JobStore, Submitted, submit_job
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import AppSettings, child_env
 
 
 @pytest.fixture
-def jobs_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> JobSettings:
+def jobs_env(storage_env: str, app_settings: AppSettings) -> JobSettings:
     """Settings of a job app of its own: container, queues, short stall and callback budget."""
     suffix = uuid.uuid4().hex[:10]
-    monkeypatch.setenv("JOBS_CONTAINER", f"jobs-{suffix}")
-    monkeypatch.setenv("JOB_UNITS_QUEUE", f"units-{suffix}")
-    monkeypatch.setenv("JOB_STALL_SECONDS", "1")
-    monkeypatch.setenv("JOB_CALLBACK_TIMEOUT", "1")
-    monkeypatch.setenv("JOB_CALLBACK_ATTEMPTS", "2")
-    monkeypatch.setenv("JOB_WATCH_SCHEDULE", "*/30 * * * * *")
-    monkeypatch.delenv("JOB_UNIT_HANDLER", raising=False)
-    monkeypatch.delenv("JOB_MAX_UNITS", raising=False)
+    app_settings.set(
+        {
+            "JOBS_CONTAINER": f"jobs-{suffix}",
+            "JOB_UNITS_QUEUE": f"units-{suffix}",
+            "JOB_STALL_SECONDS": "1",
+            "JOB_CALLBACK_TIMEOUT": "1",
+            "JOB_CALLBACK_ATTEMPTS": "2",
+            "JOB_WATCH_SCHEDULE": "*/30 * * * * *",
+            "JOB_UNIT_HANDLER": None,
+            "JOB_MAX_UNITS": None,
+        }
+    )
     return JobSettings.from_env()
 
 
 @pytest.fixture
-def jobs_process_env(jobs_env: JobSettings) -> dict[str, str]:
-    """Environment for child processes working on the same job app."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+def jobs_process_env(jobs_env: JobSettings, subprocess_env: dict[str, str]) -> dict[str, str]:
+    """Environment for child processes working on the same job app (its settings included)."""
+    return child_env()
 
 
 def units(count: int, prefix: str = "u") -> list[dict[str, Any]]:

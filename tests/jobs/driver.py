@@ -1,7 +1,8 @@
 """A child process working a job's unit queue with the production code; it can crash itself.
 
-usage: driver.py [STEP[:N]]      (env DRIVER_BATCH: messages per receive, default 16)
-  Receives unit messages (visible again 3 s after a crash), runs each through
+usage: driver.py [STEP[:N]]      (env DRIVER_BATCH: messages per receive, default 16;
+                                  DRIVER_VISIBILITY: seconds, default 3)
+  Receives unit messages (visible again DRIVER_VISIBILITY s after a crash), runs each through
   shared.jobs.process_unit with the JOB_UNIT_HANDLER of the environment, deletes it, and
   exits once the queue is empty, invisible messages included. Prints "step NAME TIME" after each
   durable step (worked, marked, counted, completion-recorded, announced, ...). With STEP:N it
@@ -22,7 +23,7 @@ from azure.core.exceptions import HttpResponseError
 from shared import storage
 from shared.jobs import JobSettings, JobStore, UnitMessage, load_handler, process_unit
 
-VISIBILITY = 3
+VISIBILITY = int(os.environ.get("DRIVER_VISIBILITY", "3"))
 BATCH = int(os.environ.get("DRIVER_BATCH", "16"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from shared.jobs import PermanentUnitError, Unit
 
@@ -21,6 +22,14 @@ def slow(unit: Unit) -> None:
     time.sleep(float(os.environ.get("TEST_UNIT_SECONDS", "0.05")))
 
 
-def until(unit: Unit) -> None:
-    """Finish at the wall-clock time TEST_UNIT_UNTIL, so units on many workers end together."""
-    time.sleep(max(0.0, float(os.environ["TEST_UNIT_UNTIL"]) - time.time()))
+def together(unit: Unit) -> None:
+    """Finish once TEST_UNIT_PARTIES units have reached here, so units on many workers end
+    together: each leaves a file in the folder TEST_UNIT_BARRIER and waits for all of them."""
+    folder = Path(os.environ["TEST_UNIT_BARRIER"])
+    parties = int(os.environ["TEST_UNIT_PARTIES"])
+    (folder / unit.unit_id).touch()
+    deadline = time.monotonic() + 120
+    while sum(1 for _ in folder.iterdir()) < parties:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only some of {parties} units reached the barrier")
+        time.sleep(0.005)

@@ -15,6 +15,7 @@ import pytest
 from devhost.scenarios._callbacks import CallbackPost, CallbackReceiver
 from shared.jobs import JobSettings, JobStore, watch
 from tests.jobs.conftest import submit, units
+from tests.support import AppSettings
 
 DRIVER = str(Path(__file__).with_name("driver.py"))
 UNITS = 5
@@ -83,24 +84,33 @@ def test_a_worker_killed_at_each_step_still_ends_the_job_with_one_callback(
 ) -> None:
     job_id = f"crash-{crash_at.replace(':', '-')}"
     submit(jobs_env, receiver.url, units(UNITS), job_id)
-    crashed = driver(jobs_process_env, crash_at)
+    # A unit takes milliseconds: its message may come back 1 s after the crash, not 3.
+    env = {**jobs_process_env, "DRIVER_VISIBILITY": "1"}
+    crashed = driver(env, crash_at)
     steps = steps_of(crashed)
     assert crashed.returncode == -signal.SIGKILL
     assert steps[-1] == crash_at.split(":")[0]
-    assert steps_of(driver(jobs_process_env)) is not None  # a restarted worker takes over
+    assert steps_of(driver(env)) is not None  # a restarted worker takes over
     watch_until_archived(jobs_env, job_id, timeout=60)
     assert_one_callback(receiver.posts, job_id)
     assert finished_by(jobs_env, job_id) == finisher
 
 
 def test_a_worker_killed_during_the_callback_is_repeated_once_with_the_same_key(
-    jobs_env: JobSettings, jobs_process_env: dict[str, str], receiver: CallbackReceiver
+    jobs_env: JobSettings,
+    jobs_process_env: dict[str, str],
+    receiver: CallbackReceiver,
+    app_settings: AppSettings,
 ) -> None:
     """The documented at-least-once window: the POST arrived, its sender died before
     knowing. Once the announcement's in-progress record expires the watcher posts again."""
+    # One attempt per announcement: its in-progress record lasts 12 s rather than 22 s.
+    app_settings.set({"JOB_CALLBACK_ATTEMPTS": "1"})
+    jobs_env = JobSettings.from_env()
+    env = {**jobs_process_env, "JOB_CALLBACK_ATTEMPTS": "1"}
     submit(jobs_env, receiver.url, units(UNITS), "crash-in-post")
     with receiver.hold():
-        proc = driver(jobs_process_env)
+        proc = driver(env)
         assert receiver.arrived.wait(60), "the callback never arrived"
         proc.kill()
         proc.communicate(timeout=30)

@@ -29,13 +29,16 @@ def test_eight_workers_on_one_job_post_exactly_one_callback(
 
 
 def test_the_last_units_finishing_together_still_finalize_once(
-    jobs_env: JobSettings, jobs_process_env: dict[str, str], receiver: CallbackReceiver
+    jobs_env: JobSettings,
+    jobs_process_env: dict[str, str],
+    receiver: CallbackReceiver,
+    tmp_path: Path,
 ) -> None:
     """Eight units on eight workers, one each, all finishing at the same wall-clock instant:
     the increments land within about 0.1 s and exactly one of them sees n == total."""
     submit(jobs_env, receiver.url, units(8), "photo-finish")
-    env = {**jobs_process_env, "JOB_UNIT_HANDLER": "tests.jobs.handlers:until"}
-    env.update(DRIVER_BATCH="1", TEST_UNIT_UNTIL=str(time.time() + 10))
+    env = {**jobs_process_env, "JOB_UNIT_HANDLER": "tests.jobs.handlers:together"}
+    env.update(DRIVER_BATCH="1", TEST_UNIT_BARRIER=str(tmp_path), TEST_UNIT_PARTIES="8")
     procs = [
         subprocess.Popen([sys.executable, DRIVER], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(8)

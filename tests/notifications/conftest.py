@@ -1,36 +1,23 @@
-"""Fixtures for the notification tests: Prism serving SendGrid's spec, and Azurite storage.
+"""Fixtures for the notification tests: Prism serving SendGrid's spec, with and without 429.
 
-Reuse the session fixtures of tests/conftest.py (`prism_url`, `azurite`) when they exist and
-start their own otherwise, so this folder also runs on its own.
+Storage and settings come from tests/conftest.py (`app_env` on the session's Azurite).
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from devhost import services
 
 
-def _shared_or_own(request: pytest.FixtureRequest, name: str, start: Any) -> Iterator[Any]:
-    try:
-        value = request.getfixturevalue(name)
-    except pytest.FixtureLookupError:
-        with start() as value:
-            yield value
-        return
-    yield value
-
-
 @pytest.fixture(scope="session")
-def sendgrid_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Base URL of Prism serving the unchanged SendGrid Mail Send spec."""
-    yield from _shared_or_own(request, "prism_url", services.prism)
+def sendgrid_url(prism_url: str) -> str:
+    """Base URL of Prism serving the unchanged SendGrid Mail Send spec (tests/conftest.py)."""
+    return prism_url
 
 
 @pytest.fixture(scope="session")
@@ -56,28 +43,3 @@ def sendgrid_429_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path.write_text(json.dumps(spec))
     with services.prism(path) as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def azurite_storage(request: pytest.FixtureRequest) -> Iterator[services.Azurite]:
-    """A real Azurite (the shared one if tests/conftest.py provides it)."""
-    yield from _shared_or_own(request, "azurite", services.azurite)
-
-
-@pytest.fixture
-def app_env(azurite_storage: services.Azurite, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """App settings of one test: Azurite storage, and containers and queues of its own."""
-    suffix = uuid.uuid4().hex[:10]
-    values = {
-        "AzureWebJobsStorage": azurite_storage.connection_string,
-        "NOTIFICATIONS_QUEUE": f"notifications-{suffix}",
-        "EMAIL_FROM": "notifications@example.com",
-        "EMAIL_OUTBOX_CONTAINER": f"outbox-{suffix}",
-        "LEASE_CONTAINER": f"locks-{suffix}",
-        "RUNONCE_CONTAINER": f"runonce-{suffix}",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    for name in ("SENDGRID_API_KEY", "SENDGRID_HOST", "EMAIL_FROM_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    return values

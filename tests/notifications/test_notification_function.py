@@ -30,16 +30,13 @@ from shared.notifications import (
     TransientEmailError,
     read_outbox,
 )
+from tests.support import fresh_functions
 
 FAST = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01)
 
 
 def user_function() -> Callable[[QueueMessage], Any]:
-    app = function_app.app
-    # get_functions() refuses to index an app twice in one process (it remembers the names);
-    # a worker indexes once, so start from the state a fresh worker sees.
-    app.functions_bindings = None
-    functions = {f.get_function_name(): f for f in app.get_functions()}
+    functions = fresh_functions(function_app.app)
     trigger = functions["send_notification"].get_trigger().get_dict_repr()
     assert trigger["type"] == "queueTrigger"
     assert trigger["queueName"] == "%NOTIFICATIONS_QUEUE%"

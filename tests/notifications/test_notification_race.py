@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.functions.queue import QueueMessage
@@ -19,7 +20,7 @@ NOTIFIER = str(Path(__file__).with_name("notifier.py"))
 
 
 def test_eight_processes_same_200_events_exactly_200_emails(
-    subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, app_functions: dict[str, Any]
 ) -> None:
     queue = f"race-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("NOTIFICATIONS_QUEUE", queue)
@@ -33,12 +34,7 @@ def test_eight_processes_same_200_events_exactly_200_emails(
     assert all(p.wait(300) == 0 for p in procs)
 
     # Copies deferred while another instance was sending come back later: deliver them too.
-    from function_app import app
-
-    app.functions_bindings = None  # get_functions() indexes once per app object
-    send = next(
-        f for f in app.get_functions() if f.get_function_name() == "send_notification"
-    ).get_user_function()
+    send = app_functions["send_notification"].get_user_function()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         props = deferred.get_queue_properties()

@@ -7,10 +7,12 @@ import uuid
 import pytest
 
 from tests.ops.support import OpsEnv
+from tests.support import AppSettings
 
 
 @pytest.fixture
-def ops_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
+def ops_env(storage_env: str, app_settings: AppSettings) -> OpsEnv:
+    """Containers and a queue of this test's own for every view the operator tools show."""
     suffix = uuid.uuid4().hex[:10]
     env = OpsEnv(
         locks=f"locks-{suffix}",
@@ -20,7 +22,5 @@ def ops_env(storage_env: str, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
         units_queue=f"units-{suffix}",
         imports=f"imports-{suffix}",
     )
-    for name, value in env.settings().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("MEMBERS_TABLE", f"Members{suffix}")
+    app_settings.set({**env.settings(), "MEMBERS_TABLE": f"Members{suffix}"})
     return env

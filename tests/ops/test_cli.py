@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 from blobsingleton import BlobLease
 from blobsingleton.config import namespace
 from blobsingleton.records import Status
 
 from tests.ops.support import OpsEnv, hold_lock, put_record, start_job, write_import_report
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT, child_env
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, env=env, timeout=60,
         cwd=ROOT, check=False,
@@ -63,7 +60,9 @@ def test_break_and_reset_need_a_reason_and_are_audited(ops_env: OpsEnv) -> None:
     broke = run("blobsingleton.ops", "break", "import-acme", "--reason", "stuck", "--json")
     assert broke.returncode == 0, broke.stderr
     assert json.loads(broke.stdout)["token"] == held.token
-    assert BlobLease("import-acme").acquire(blocking=False).token > held.token
+    taken = BlobLease("import-acme").acquire(blocking=False)
+    assert taken.token > held.token
+    taken.release()
     reset = run("shared.ops", "reset", "import-acme-2026-11-22", "--reason", "re-run")
     assert reset.returncode == 0, reset.stderr
     assert "reason: re-run" in reset.stdout

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import function_app
+from tests.support import fresh_functions
 
 ROOT = Path(__file__).resolve().parents[2]
 NEVER_DEPLOYED = ("tests/", "devhost/", "bench/", "node_modules/", ".venv/", ".devhost/", ".git/")
@@ -53,6 +54,7 @@ def build_zip(target: Path) -> Path:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.services  # pip installs into a new virtual environment, a child Python indexes
 def test_the_published_package_installs_and_indexes_on_its_own(tmp_path: Path) -> None:
     archive = build_zip(tmp_path)
     names = zipfile.ZipFile(archive).namelist()
@@ -74,8 +76,7 @@ def test_the_published_package_installs_and_indexes_on_its_own(tmp_path: Path) -
                              text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
                              "PYTHONPATH": str(app_dir)})  # fmt: skip
     assert indexed.returncode == 0, indexed.stderr[-3000:]
-    function_app.app.functions_bindings = None
-    expected = sorted(f.get_function_name() for f in function_app.app.get_functions())
+    expected = sorted(fresh_functions(function_app.app))
     result = json.loads(indexed.stdout.strip().splitlines()[-1])
     assert result["functions"] == expected
     assert result["library"].startswith(str(env_dir))  # installed from requirements.txt

@@ -1,0 +1,60 @@
+"""Helpers every test folder shares: child processes' environment, the app indexed afresh,
+per-test app settings.
+
+The fixtures built on them live in tests/conftest.py (`subprocess_env`, `app_functions`,
+`app_settings`); the plain functions are for code that is not a fixture (module helpers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import blobsingleton
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The folder this process imported the library from: a child imports the same copy (a git
+# worktree's own library rather than the one the virtual environment installed).
+LIBRARY_PATH = Path(blobsingleton.__file__).resolve().parent.parent
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment now (this test's settings included) for a child Python process that
+    imports the repository's modules and this library, with unbuffered output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(LIBRARY_PATH)])
+    return env
+
+
+def forget_indexing(app: Any) -> None:
+    """Put `app` (a FunctionApp) back as a fresh worker finds it.
+
+    `get_functions()` indexes an app object once and refuses a second time (it remembers the
+    names it has seen); a worker indexes once per process, and tests index many times.
+    """
+    app.functions_bindings = None
+
+
+def fresh_functions(app: Any) -> dict[str, Any]:
+    """The app's functions by name, indexed as a fresh worker indexes them."""
+    forget_indexing(app)
+    return {function.get_function_name(): function for function in app.get_functions()}
+
+
+class AppSettings:
+    """App settings (environment variables) that one test sets; undone after the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._monkeypatch = monkeypatch
+
+    def set(self, values: Mapping[str, str | None]) -> dict[str, str]:
+        """Set each setting; None unsets it. Returns the ones set."""
+        for name, value in values.items():
+            if value is None:
+                self._monkeypatch.delenv(name, raising=False)
+            else:
+                self._monkeypatch.setenv(name, value)
+        return {name: value for name, value in values.items() if value is not None}
