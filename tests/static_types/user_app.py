@@ -22,6 +22,15 @@ def report(day: str) -> int:
     return len(day)
 
 
+def conflict(error: Exception) -> int:
+    return 409
+
+
+@singleton("answer-{day}", on_busy=conflict)  # busy: the policy's answer is the result
+def answer(day: str) -> int:
+    return 200
+
+
 @once("async-{n}")
 async def fetch(n: int) -> bytes:
     return b""
@@ -31,4 +40,5 @@ async def main() -> None:
     assert_type(send("e1"), str | None)  # skipped or stored: maybe None
     assert_type(import_account("acme"), int)
     assert_type(report("mon"), int | None)
+    assert_type(answer("mon"), int)
     assert_type(await fetch(1), bytes | None)

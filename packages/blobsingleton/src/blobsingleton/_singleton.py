@@ -110,7 +110,7 @@ class _LeaseGuard(Guard):
 def singleton(
     scope: str,
     *,
-    on_busy: Literal[Busy.WAIT] = ...,
+    on_busy: Literal[Busy.WAIT] | Callable[[Exception], Any] = ...,
     wait_timeout: float = ...,
     period: float = ...,
     queue: str | None = ...,
