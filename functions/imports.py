@@ -97,24 +97,14 @@ def import_account(msg: func.QueueMessage) -> None:
 
 
 @singleton(LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
-@once(RUN_KEY, in_progress_timeout=0, on_in_progress=Busy.DEFER, queue=QUEUE)
+@once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
 def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
     `{account}` and `{run_id}` come from `msg`'s JSON body (what a deferral re-enqueues).
-
-    Why `in_progress_timeout=0`: the run-once handler stamps an in-progress record with
-    `expires_at = started_at + in_progress_timeout` and treats it as abandoned once
-    `now >= expires_at`; in at-least-once mode it then takes the record over with an If-Match
-    write. With 0, every record this function writes is abandoned-on-sight for the next
-    delivery. That is only safe because `@singleton` is outside: whoever gets here holds the
-    account's lease, so the run that wrote the record no longer does. It crashed, or it was
-    paused past its lease and its next write fails on the fencing token. Waiting out a
-    timeout would only delay the night. A completed record is still returned as is, and two
-    deliveries cannot both take over (the takeover is a conditional write).
-    `on_in_progress=DEFER` covers the one case where a record still looks live under the
-    lease (this instance's clock behind the crashed one's, or a record written with a
-    longer timeout): the message is retried later instead of being dropped.
+    `under_lease`: whoever gets here holds the account's lease, so a run still in progress
+    is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
+    taken over at once; a completed run is returned as it is.
     """
     report = run_import(request, current_lease().token)
     return report.summary()
