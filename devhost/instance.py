@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from blobsingleton import SettingMissing
+from blobsingleton.errors import SettingMissing
 from blobsingleton.schedules import InvalidSchedule
 from blobsingleton.settings import setting
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import blobsingleton
 import pytest
+from blobsingleton.leases import release_all
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -84,7 +84,7 @@ def azurite() -> Iterator[services.Azurite]:
         yield instance
         # A lease a test left held would be released at exit against a stopped Azurite, each
         # attempt waiting out the storage client's retries (80 s): give them back while it runs.
-        blobsingleton.release_all()
+        release_all()
 
 
 @pytest.fixture
