@@ -48,6 +48,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # The schedule errors live with every other error; importable from here too.
+from blobsingleton.errors import HOST_MESSAGE as HOST_MESSAGE
 from blobsingleton.errors import InvalidSchedule as InvalidSchedule
 from blobsingleton.errors import NoOccurrence as NoOccurrence
 from blobsingleton.settings import resolve_placeholders, setting
