@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup chromium demo test test-fast test-long lint docs dist audit bench screenshot clean
+.PHONY: setup chromium demo test test-fast test-lib test-long lint docs dist audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -43,6 +43,10 @@ test: setup lint docs
 # Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`).
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
+
+# The library's own tests, from its folder alone (they start their own Azurite).
+test-lib: $(VENV)/.installed node_modules/.installed
+	cd packages/blobsingleton && ../../$(PY) -m pytest $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
 test-long: setup lint

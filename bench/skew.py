@@ -22,8 +22,9 @@ from typing import Any
 
 from bench._storage import azurite_storage
 
-CHILD = "bench.skewed_child"  # run as a module: bench/ on sys.path would shadow `requests`
 ROOT = Path(__file__).resolve().parent.parent
+#: The library's own test child (a process whose wall clock is off), run by path.
+CHILD = str(ROOT / "packages" / "blobsingleton" / "tests" / "skew" / "skewed_child.py")
 SLACK = 5.0
 
 
@@ -42,7 +43,7 @@ LIBRARY: list[str] = []
 
 def _start(offset: float, kind: str, key: str, work: float, timeout: float) -> Any:
     env = {**os.environ, "PYTHONPATH": f"{LIBRARY[0]}:{ROOT}"}
-    args = [sys.executable, "-m", CHILD, str(offset), kind, key, str(work), str(timeout)]
+    args = [sys.executable, CHILD, str(offset), kind, key, str(work), str(timeout)]
     return subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from blobsingleton import _defaults
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._records import Record, RecordStore
-from blobsingleton.errors import LeaseLost, RecordConflict
+from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 
 class FakeClock:
@@ -107,6 +107,8 @@ class MemoryLocks:
 
     clock: Any = field(default_factory=FakeClock)
     locks: dict[str, _Lock] = field(default_factory=dict)
+    #: The next this-many renewals fail as if storage did not answer.
+    failing_renewals: int = 0
     requests: int = 0
 
     def acquire(self, key: str, lease_id: str, period: float) -> int | None:
@@ -121,6 +123,9 @@ class MemoryLocks:
 
     def renew(self, key: str, lease_id: str, period: float) -> None:
         self.requests += 1
+        if self.failing_renewals:
+            self.failing_renewals -= 1
+            raise StorageUnavailable("renew", "connection reset (injected)")
         lock = self.locks[key]
         if lock.lease_id != lease_id:
             raise LeaseLost(key, lock.token, "renew: LeaseIdMismatchWithLeaseOperation")

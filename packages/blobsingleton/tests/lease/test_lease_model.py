@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import pytest
 from blobsingleton import LeaseLost, LeaseTimeout
 from blobsingleton._lease import CLOCK_MARGIN
+from blobsingleton.testing import FakeClock, MemoryLocks
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-
-from tests.lease.memory import FakeClock, MemoryLease, MemoryLocks
+from libsupport import SteppedLease
 
 PERIOD = 15.0
 CLIENTS = 3
@@ -40,7 +40,7 @@ TICKS = st.sampled_from([0.25, 1.0, 4.0, 5.0, 9.5, 14.0, 14.5, 15.0, 16.0])
 
 @dataclass
 class Client:
-    lease: MemoryLease
+    lease: SteppedLease
     state: str = "idle"  # idle | holding | paused
     confirmed_at: float = 0.0  # when the last acquire/renew that succeeded was sent
 
@@ -58,7 +58,7 @@ class LeaseModel(RuleBasedStateMachine):
         self.highest_written = 0  # the fenced store: it refuses any token below this
 
     def _new_client(self) -> Client:
-        return Client(MemoryLease(KEY, self.locks, period=PERIOD))
+        return Client(SteppedLease(KEY, self.locks, period=PERIOD))
 
     def _leased_to(self) -> int | None:
         return self.holder if self.holder is not None and self.clock() < self.expires else None

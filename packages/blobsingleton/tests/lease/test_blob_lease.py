@@ -12,9 +12,7 @@ from azure.storage.blob import BlobLeaseClient
 from blobsingleton import BlobLease, LeaseLost, LeaseSemaphore, LeaseTimeout
 from blobsingleton.errors import LeaseNotHeld
 from blobsingleton.leases import Owner, read_lock
-
-from devhost.request_counting import request_counter
-from shared.storage import blob_service
+from libsupport import blob_service, request_counter
 
 
 def test_context_manager_really_acquires_and_releases(storage_env: str) -> None:

@@ -15,9 +15,7 @@ from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
 from blobsingleton._templates import KeyTemplateError
 from blobsingleton.leases import read_lock
-
-from devhost.request_counting import request_counter
-from shared.storage import queue_client
+from libsupport import queue_client, request_counter
 
 
 def message(body: dict[str, object]) -> func.QueueMessage:
@@ -146,8 +144,7 @@ def test_async_function_under_lease(storage_env: str) -> None:
 
 def test_lost_lease_is_raised_after_the_function(storage_env: str) -> None:
     from azure.storage.blob import BlobLeaseClient
-
-    from shared.storage import blob_service
+    from libsupport import blob_service
 
     @singleton("lost-{id}")
     def work(msg: func.QueueMessage) -> None:

@@ -1,6 +1,6 @@
 """A child process that takes a lease and reports what it did, for the racing tests.
 
-usage: holder.py KEY MODE OUT [HOLD_SECONDS]
+usage: lease_holder.py KEY MODE OUT [HOLD_SECONDS]
   race:     acquire (blocking), append "token start end" to OUT, hold, release
   hold:     acquire, print "acquired TOKEN", then hold until killed (SIGTERM releases)
   pause:    acquire, print "acquired", sleep HOLD, then ensure_held(): print "held" or "lost"

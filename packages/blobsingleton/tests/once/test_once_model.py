@@ -28,6 +28,7 @@ import pytest
 from blobsingleton import Mode
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton.records import BlobRecordStore, Record, RecordStore, Status
+from blobsingleton.testing import FakeClock, MemoryRecordStore
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -37,9 +38,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-
-from tests.lease.memory import FakeClock
-from tests.once.memory import MemoryRecordStore
 
 TIMEOUT = 15.0
 RETENTION = 10.0**9  # kept for the whole run: a second completion would be a duplicate

@@ -1,6 +1,6 @@
 """A child process whose wall clock is off by OFFSET seconds, running one guarded call.
 
-usage: python -m bench.skewed_child OFFSET KIND KEY WORK_SECONDS IN_PROGRESS_TIMEOUT
+usage: skewed_child.py OFFSET KIND KEY WORK_SECONDS IN_PROGRESS_TIMEOUT
   KIND: once-alo | once-amo | singleton, with "-wait" to wait for a busy key instead of
         skipping it (the guard around the work and its busy policy)
   OFFSET: added to time.time() / time.time_ns() before anything else runs (the monotonic
@@ -25,7 +25,7 @@ from blobsingleton import Busy, Mode, once, singleton  # noqa: E402
 
 try:
     from blobsingleton.leases import install_signal_handlers
-except ImportError:  # library 0.2 (`bench skew --library` measures it for comparison)
+except ImportError:  # library 0.2 (`python -m bench skew --library` measures it too)
     from blobsingleton import install_signal_handlers  # type: ignore[attr-defined,no-redef]
 
 

@@ -12,9 +12,7 @@ from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._storage import TIME_RESOLUTION
 from blobsingleton.records import BlobRecordStore, Record, Status
-
-from devhost.request_counting import request_counter
-from shared.storage import queue_client
+from libsupport import queue_client, request_counter
 
 
 def message(body: dict[str, object], id_: str = "m1") -> func.QueueMessage:

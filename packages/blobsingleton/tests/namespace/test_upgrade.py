@@ -19,9 +19,7 @@ import pytest
 from blobsingleton import BlobLease, Mode, once
 from blobsingleton._blob_records import _since
 from blobsingleton._keys import encode_key
-
-from devhost.request_counting import request_counter
-from shared.storage import blob_service
+from libsupport import blob_service, request_counter
 
 
 def container(setting: str) -> object:

@@ -10,8 +10,8 @@ import pytest
 from blobsingleton import LeaseLost, LeaseTimeout
 from blobsingleton._lease import CLOCK_MARGIN
 from blobsingleton._offloop import off_loop
-
-from tests.lease.memory import FakeClock, MemoryLease, MemoryLocks
+from blobsingleton.testing import FakeClock, MemoryLocks
+from libsupport import SteppedLease
 
 
 @pytest.fixture
@@ -20,20 +20,20 @@ def locks() -> MemoryLocks:
 
 
 def test_acquire_takes_a_free_key_and_a_second_holder_is_refused(locks: MemoryLocks) -> None:
-    first = MemoryLease("k", locks).acquire(blocking=False)
+    first = SteppedLease("k", locks).acquire(blocking=False)
     assert first.is_held and first.token == 1 and locks.leased("k")
     with pytest.raises(LeaseTimeout) as caught:
-        MemoryLease("k", locks).acquire(blocking=False)
+        SteppedLease("k", locks).acquire(blocking=False)
     assert caught.value.key == "k"
     first.release()
     assert not first.is_held and not locks.leased("k")
-    assert MemoryLease("k", locks).acquire(blocking=False).token == 2
+    assert SteppedLease("k", locks).acquire(blocking=False).token == 2
 
 
 def test_renewal_every_third_of_the_period_keeps_the_lease_past_its_first_period(
     locks: MemoryLocks,
 ) -> None:
-    lease = MemoryLease("k", locks).acquire(blocking=False)
+    lease = SteppedLease("k", locks).acquire(blocking=False)
     for _ in range(6):  # 30 s: two periods
         locks.clock.advance(5)
         assert lease.renew_now() == 5.0
@@ -43,7 +43,7 @@ def test_renewal_every_third_of_the_period_keeps_the_lease_past_its_first_period
 
 def test_unrenewed_lease_expires_locally_before_storage_frees_it(locks: MemoryLocks) -> None:
     seen: list[LeaseLost] = []
-    lease = MemoryLease("k", locks, on_lost=seen.append).acquire(blocking=False)
+    lease = SteppedLease("k", locks, on_lost=seen.append).acquire(blocking=False)
     locks.clock.advance(15 - CLOCK_MARGIN)
     assert locks.leased("k"), "storage still has it"
     assert not lease.is_held, "but the holder no longer trusts it"
@@ -55,9 +55,9 @@ def test_unrenewed_lease_expires_locally_before_storage_frees_it(locks: MemoryLo
 def test_takeover_after_expiry_gets_a_higher_token_and_the_old_holder_learns_it_lost(
     locks: MemoryLocks,
 ) -> None:
-    old = MemoryLease("k", locks).acquire(blocking=False)
+    old = SteppedLease("k", locks).acquire(blocking=False)
     locks.clock.advance(16)  # paused past its period: storage frees it
-    new = MemoryLease("k", locks).acquire(blocking=False)
+    new = SteppedLease("k", locks).acquire(blocking=False)
     assert new.token > old.token
     assert old.renew_now() is None  # renewal finds another lease id
     with pytest.raises(LeaseLost, match="LeaseIdMismatch"):
@@ -70,7 +70,7 @@ def test_broken_lease_is_reported_once_through_flag_callback_and_exception(
     locks: MemoryLocks,
 ) -> None:
     seen: list[LeaseLost] = []
-    lease = MemoryLease("k", locks, on_lost=seen.append).acquire(blocking=False)
+    lease = SteppedLease("k", locks, on_lost=seen.append).acquire(blocking=False)
     locks.break_lease("k")
     locks.clock.advance(5)
     assert lease.renew_now() is None
@@ -81,7 +81,7 @@ def test_broken_lease_is_reported_once_through_flag_callback_and_exception(
 def test_transient_renewal_failure_is_retried_sooner_and_the_lease_kept(
     locks: MemoryLocks,
 ) -> None:
-    lease = MemoryLease("k", locks).acquire(blocking=False)
+    lease = SteppedLease("k", locks).acquire(blocking=False)
     locks.failing_renewals = 2
     locks.clock.advance(5)
     assert lease.renew_now() == 1.0  # retried after a second, not a third of the period
@@ -97,7 +97,7 @@ def test_transient_renewal_failure_is_retried_sooner_and_the_lease_kept(
 def test_renewal_failing_until_the_period_runs_out_declares_the_lease_lost(
     locks: MemoryLocks,
 ) -> None:
-    lease = MemoryLease("k", locks).acquire(blocking=False)
+    lease = SteppedLease("k", locks).acquire(blocking=False)
     locks.failing_renewals = 1000
     locks.clock.advance(5)
     retries = 0
@@ -136,7 +136,7 @@ def test_records_of_an_off_loop_call_are_emitted_by_the_awaiting_task() -> None:
 def test_cancelled_async_acquire_gives_back_what_its_attempt_took(locks: MemoryLocks) -> None:
     attempt_started, let_attempt_finish = threading.Event(), threading.Event()
 
-    class SlowLease(MemoryLease):
+    class SlowLease(SteppedLease):
         def _try_acquire(self) -> int | None:
             attempt_started.set()
             let_attempt_finish.wait(5)

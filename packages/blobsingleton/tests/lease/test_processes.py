@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from blobsingleton import BlobLease
 
-HOLDER = str(Path(__file__).with_name("holder.py"))
+HOLDER = str(Path(__file__).with_name("lease_holder.py"))
 
 
 def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

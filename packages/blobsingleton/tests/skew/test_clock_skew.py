@@ -19,10 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-#: Run as a module (`-m`): with bench/ itself on sys.path, bench/requests.py would shadow
-#: the `requests` package.
-CHILD = ["-m", "bench.skewed_child"]
+CHILD = [str(Path(__file__).resolve().parents[1] / "skew" / "skewed_child.py")]
 SKEW = 120.0
 #: Short enough that the work outlives several heartbeats, long enough for a loaded machine.
 IN_PROGRESS_TIMEOUT = 2.0

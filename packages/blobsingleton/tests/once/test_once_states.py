@@ -10,9 +10,7 @@ from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton.errors import RecordConflict
 from blobsingleton.records import Record, Status
-
-from tests.lease.memory import FakeClock
-from tests.once.memory import MemoryRecordStore
+from blobsingleton.testing import FakeClock, MemoryRecordStore
 
 
 @pytest.fixture

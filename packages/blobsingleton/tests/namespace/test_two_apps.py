@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-#: Run as a module (`-m`): with bench/ itself on sys.path, bench/requests.py would shadow
-#: the `requests` package.
-CHILD = ["-m", "bench.skewed_child"]
+CHILD = [str(Path(__file__).resolve().parents[1] / "skew" / "skewed_child.py")]
 
 
 def app_env(base: dict[str, str], site: str, shared: str | None = None) -> dict[str, str]:
