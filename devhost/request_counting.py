@@ -7,37 +7,10 @@ built from settings (`blobsingleton.config.set_client_options`); the SDK calls i
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
-from typing import Any
-
-import blobsingleton
 import blobsingleton.config
+from blobsingleton.testing import RequestCounter
 
-
-class RequestCounter:
-    """Counts every HTTP request (retries included) a client sends, by HTTP method."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def __call__(self, request: Any) -> None:
-        method = request.http_request.method
-        with self._lock:
-            self._counts[method] += 1
-
-    def by_method(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
+__all__ = ["RequestCounter", "install", "request_counter"]
 
 
 #: Counts the requests of every client built from app settings, once `install()` ran.

@@ -13,41 +13,19 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from blobsingleton.config import from_settings
-from blobsingleton.testing import MemoryLease, MemoryLocks
+from blobsingleton.testing import MemoryLease, MemoryLocks, RequestCounter
 
 HERE = Path(__file__).resolve().parent
 #: Azurite's well-known development account (public, the same on every machine).
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-class RequestCounter:
-    """Counts every HTTP request (retries included) the clients built from settings send."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def __call__(self, request: Any) -> None:
-        with self._lock:
-            self._counts[request.http_request.method] += 1
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
 
 
 request_counter = RequestCounter()
@@ -129,10 +107,14 @@ def queue_client(name: str) -> Any:
     the host's queue trigger."""
     from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
 
-    return from_settings("AzureWebJobsStorage").queue_service().get_queue_client(
-        name,
-        message_encode_policy=BinaryBase64EncodePolicy(),
-        message_decode_policy=BinaryBase64DecodePolicy(),
+    return (
+        from_settings("AzureWebJobsStorage")
+        .queue_service()
+        .get_queue_client(
+            name,
+            message_encode_policy=BinaryBase64EncodePolicy(),
+            message_decode_policy=BinaryBase64DecodePolicy(),
+        )
     )
 
 

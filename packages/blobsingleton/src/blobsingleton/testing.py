@@ -18,14 +18,18 @@ acquisition increments the fencing token. `Busy.DEFER` still needs a queue: test
 `Busy.SKIP` or a callable, or against Azurite.
 
 The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecordStore` as
-`@once(store=...)`, and `MemoryLease` is a `BaseLease` on `MemoryLocks`.
+`@once(store=...)`, and `MemoryLease` is a `BaseLease` on `MemoryLocks`. Against real storage,
+`RequestCounter` counts what your code sends: pass it as the `raw_request_hook` client option
+(`blobsingleton.config.set_client_options(raw_request_hook=counter)`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +38,31 @@ from blobsingleton import _defaults
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._records import Record, RecordStore
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
+
+
+class RequestCounter:
+    """Counts every HTTP request (retries included) a storage client sends, by HTTP method."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def __call__(self, request: Any) -> None:
+        method = request.http_request.method
+        with self._lock:
+            self._counts[method] += 1
+
+    def by_method(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
 
 
 class FakeClock:
@@ -221,5 +250,6 @@ __all__ = [
     "MemoryLease",
     "MemoryLocks",
     "MemoryRecordStore",
+    "RequestCounter",
     "memory_backends",
 ]
