@@ -10,6 +10,7 @@ others (`pytest -m "not services"`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -36,11 +37,12 @@ os.environ.setdefault("EMAIL_IN_PROGRESS_SECONDS", "5")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--long",
-        action="store_true",
-        help="also run the long variants (marked `long`): `make test-long`",
-    )
+    with contextlib.suppress(ValueError):  # the library's conftest may have added it first
+        parser.addoption(
+            "--long",
+            action="store_true",
+            help="also run the long variants (marked `long`): `make test-long`",
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
