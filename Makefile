@@ -52,10 +52,10 @@ test-lib: $(VENV)/.installed node_modules/.installed
 test-long: setup lint
 	$(PY) -m pytest --long $(PYTEST_ARGS)
 
+# mypy: strict typing of the library, the app and devhost (files and settings in pyproject.toml).
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	# Strict typing of the library, the app and devhost: files and settings in pyproject.toml.
 	$(PY) -m mypy
 	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
 
