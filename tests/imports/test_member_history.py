@@ -115,7 +115,8 @@ def test_an_audit_file_terminates_the_members_it_leaves_out(imports_env: Imports
 
 def test_a_change_file_leaves_absent_members_alone(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.834", enrolment("S1", "S2"))
-    imports_env.upload("acme", "b.834", interchange(subscriber("S1", "001", coverages=HLT)))
+    silver = ("HD*001**HLT*SILVER*EMP", "DTP*348*D8*20260101")
+    imports_env.upload("acme", "b.834", interchange(subscriber("S1", "001", coverages=silver)))
     report = run_import(NIGHT_1, token=1, email=False)
     assert report.files[1].audit is None
     # S1 was written by this run's first file: the second file finds it (not a new member)
