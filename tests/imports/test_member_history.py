@@ -121,6 +121,9 @@ def test_a_change_file_leaves_absent_members_alone(imports_env: ImportsEnv) -> N
     assert report.files[1].audit is None
     # S1 was written by this run's first file: the second file finds it (not a new member)
     assert (report.files[1].added, report.files[1].changed) == (0, 1)
+    assert [(e.source, e.member_id, e.event) for e in run_events("acme", "2026-11-21")] == [
+        ("a.834", "S1", "add"), ("a.834", "S2", "add"), ("b.834", "S1", "change"),
+    ]  # history in the order the run read it  # fmt: skip
     s2 = member_status("acme", "S2")
     assert s2 is not None and s2.status == ACTIVE
 
