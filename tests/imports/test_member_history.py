@@ -88,18 +88,19 @@ def test_a_night_of_changes_leaves_members_as_the_file_says_and_tells_who_ended(
 
 
 def test_an_audit_file_terminates_the_members_it_leaves_out(imports_env: ImportsEnv) -> None:
-    imports_env.upload("acme", "a.834", enrolment("S1", "S2", "S3", "S4"))
+    imports_env.upload("acme", "a.834", enrolment("S1", "S2", "S3", "S4", "S5"))
     run_import(NIGHT_1, token=1, email=False)
     audit = interchange(
         subscriber("S1", "030", coverages=HLT)
         + subscriber("S2", "030", coverages=HLT)
-        + subscriber("S3", "030", dmg="20261399", coverages=HLT),  # rejected: not "absent"
+        + subscriber("S3", "030", dmg="20261399", coverages=HLT)  # rejected: not "absent"
+        + subscriber("S5", "030", dmg="20300101", coverages=HLT),  # born later: rejected too
         file_date="20261201",
     )
     imports_env.upload("acme", "full.834", audit)
     report = run_import(NIGHT_2, token=2, email=False)
     (result,) = [f for f in report.files if f.name == "full.834"]
-    assert (result.unchanged, result.changed, result.terminated, result.rejected) == (0, 2, 1, 1)
+    assert (result.unchanged, result.changed, result.terminated, result.rejected) == (0, 2, 1, 2)
     assert result.audit == (
         "1 member(s) absent from this audit file terminated, effective 2026-11-30"
     )
@@ -109,6 +110,8 @@ def test_an_audit_file_terminates_the_members_it_leaves_out(imports_env: Imports
     assert s4 is not None and s4.status == TERMINATED
     assert {c.end for c in s4.coverages} == {date(2026, 11, 30)}
     assert s3 is not None and s3.status == ACTIVE
+    s5 = member_status("acme", "S5")
+    assert s5 is not None and s5.status == ACTIVE
     s1 = member_status("acme", "S1")  # the audit loop is the member's whole state
     assert s1 is not None and [c.line for c in s1.coverages] == ["HLT"]
 
