@@ -108,7 +108,9 @@ def run_events(
     event: str | None = None,
     connection: str = "AzureWebJobsStorage",
 ) -> Iterator[MemberEvent]:
-    """The history rows `run_id` wrote for `account`, in file order; only `event` if given.
+    """The history rows `run_id` wrote for `account`, in the order the run read them (files
+    in name order, records in file order, then an audit file's absent members); only
+    `event` if given.
 
     A nightly run's id is its date, so `run_events(account, "2026-11-22")` also returns
     that day's manual runs ("2026-11-22-manual-..."): one range query either way.

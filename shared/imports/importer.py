@@ -201,6 +201,16 @@ class _Audit:
     rejected_ids: set[str] = field(default_factory=set)
     rejected_without_id: int = 0
 
+    def add(self, record: SourceRecord, *, rejected: bool) -> None:
+        self.members += 1
+        # a loop pyx12 rejected (no change read) cannot prove the file is not an audit
+        if record.change is None or record.change.maintenance == AUDIT:
+            self.audit_loops += 1
+        if rejected and record.member_id:
+            self.rejected_ids.add(record.member_id)
+        elif rejected:
+            self.rejected_without_id += 1
+
     def skip_reason(self) -> str | None:
         if self.members == 0 or self.audit_loops != self.members:
             return "not an audit file"
@@ -224,21 +234,14 @@ def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None
         result.records += 1
         origin = Provenance(request.run_id, result.name, record.location)
         outcome = _import_record(run, record, prepared, origin, key_of_file)
-        if record.change is not None or kind != "csv":
-            audit.members += 1
-            audit.audit_loops += record.change is not None and record.change.maintenance == AUDIT
+        if kind != "csv":
+            audit.add(record, rejected=not isinstance(outcome, str))
         if isinstance(outcome, str):
             result.count(outcome)
         else:
             category, reason = outcome
             rejects.add(record, reason)
             result.reject(record.location, record.member_id, category, reason, record.line)
-            if kind != "csv":
-                audit.audit_loops += 1  # a rejected loop cannot prove the file is not an audit
-                if record.member_id:
-                    audit.rejected_ids.add(record.member_id)
-                else:
-                    audit.rejected_without_id += 1
         if time.monotonic() >= next_progress:
             next_progress = time.monotonic() + run.progress_every
             log.info("import %s/%s: %s: %d records, %d imported, %d rejected (%.0f rows/s)",

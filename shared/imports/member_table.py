@@ -104,9 +104,12 @@ def is_member_row(row_key: str) -> bool:
 
 
 def file_key(run_id: str, source: str, etag: str = "") -> str:
-    """One version of one source file in one run (a retried attempt gets the same key)."""
+    """One version of one source file in one run (a retried attempt gets the same key).
+
+    It starts with the file's name (key-safe, at most 100 characters), so history rows
+    sort by file as the run read them (in name order), then by record."""
     text = f"{run_id}\n{source}\n{etag}".encode()
-    return hashlib.blake2b(text, digest_size=8).hexdigest()
+    return f"{member_key(source[:100])}~{hashlib.blake2b(text, digest_size=8).hexdigest()}"
 
 
 def event_key(run_id: str, key_of_file: str, suffix: str) -> str:

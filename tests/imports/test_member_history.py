@@ -88,18 +88,19 @@ def test_a_night_of_changes_leaves_members_as_the_file_says_and_tells_who_ended(
 
 
 def test_an_audit_file_terminates_the_members_it_leaves_out(imports_env: ImportsEnv) -> None:
-    imports_env.upload("acme", "a.834", enrolment("S1", "S2", "S3", "S4"))
+    imports_env.upload("acme", "a.834", enrolment("S1", "S2", "S3", "S4", "S5"))
     run_import(NIGHT_1, token=1, email=False)
     audit = interchange(
         subscriber("S1", "030", coverages=HLT)
         + subscriber("S2", "030", coverages=HLT)
-        + subscriber("S3", "030", dmg="20261399", coverages=HLT),  # rejected: not "absent"
+        + subscriber("S3", "030", dmg="20261399", coverages=HLT)  # rejected: not "absent"
+        + subscriber("S5", "030", dmg="20300101", coverages=HLT),  # born later: rejected too
         file_date="20261201",
     )
     imports_env.upload("acme", "full.834", audit)
     report = run_import(NIGHT_2, token=2, email=False)
     (result,) = [f for f in report.files if f.name == "full.834"]
-    assert (result.unchanged, result.changed, result.terminated, result.rejected) == (0, 2, 1, 1)
+    assert (result.unchanged, result.changed, result.terminated, result.rejected) == (0, 2, 1, 2)
     assert result.audit == (
         "1 member(s) absent from this audit file terminated, effective 2026-11-30"
     )
@@ -109,17 +110,23 @@ def test_an_audit_file_terminates_the_members_it_leaves_out(imports_env: Imports
     assert s4 is not None and s4.status == TERMINATED
     assert {c.end for c in s4.coverages} == {date(2026, 11, 30)}
     assert s3 is not None and s3.status == ACTIVE
+    s5 = member_status("acme", "S5")
+    assert s5 is not None and s5.status == ACTIVE
     s1 = member_status("acme", "S1")  # the audit loop is the member's whole state
     assert s1 is not None and [c.line for c in s1.coverages] == ["HLT"]
 
 
 def test_a_change_file_leaves_absent_members_alone(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.834", enrolment("S1", "S2"))
-    imports_env.upload("acme", "b.834", interchange(subscriber("S1", "001", coverages=HLT)))
+    silver = ("HD*001**HLT*SILVER*EMP", "DTP*348*D8*20260101")
+    imports_env.upload("acme", "b.834", interchange(subscriber("S1", "001", coverages=silver)))
     report = run_import(NIGHT_1, token=1, email=False)
     assert report.files[1].audit is None
     # S1 was written by this run's first file: the second file finds it (not a new member)
     assert (report.files[1].added, report.files[1].changed) == (0, 1)
+    assert [(e.source, e.member_id, e.event) for e in run_events("acme", "2026-11-21")] == [
+        ("a.834", "S1", "add"), ("a.834", "S2", "add"), ("b.834", "S1", "change"),
+    ]  # history in the order the run read it  # fmt: skip
     s2 = member_status("acme", "S2")
     assert s2 is not None and s2.status == ACTIVE
 
