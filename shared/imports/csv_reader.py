@@ -81,12 +81,12 @@ def read_csv(lines: Iterable[str]) -> Iterator[SourceRecord]:
             continue  # blank line
         if has_undecodable(raw):
             column = first_undecodable(raw)
-            error = f"not valid UTF-8 (first bad byte at column {column})"
-            yield SourceRecord(start, "line", raw, error=error)
+            reason = f"not valid UTF-8 (first bad byte at column {column})"
+            yield SourceRecord(start, "line", raw, error=reason)
             continue
         if len(row) != len(FIELDS):
-            error = f"has {len(row)} column(s), expected {len(FIELDS)}"
-            yield SourceRecord(start, "line", raw, error=error)
+            reason = f"has {len(row)} column(s), expected {len(FIELDS)}"
+            yield SourceRecord(start, "line", raw, error=reason)
             continue
         fields = dict(zip(FIELDS, row, strict=True))
         yield SourceRecord(start, "line", raw, fields=fields, member_id=member_id_of(fields))

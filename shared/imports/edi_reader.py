@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
 
-import pyx12.error_handler  # type: ignore[import-untyped]
-import pyx12.errors  # type: ignore[import-untyped]
-import pyx12.params  # type: ignore[import-untyped]
-import pyx12.x12context  # type: ignore[import-untyped]
+import pyx12.error_handler
+import pyx12.errors
+import pyx12.params
+import pyx12.x12context
 
 from shared.imports.records import Change, Coverage, CoverageChange, SourceFileError, SourceRecord
 from shared.imports.text_stream import has_undecodable

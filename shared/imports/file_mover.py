@@ -23,7 +23,8 @@ class SourceChanged(RuntimeError):
 
 
 def _condition_failed(error: HttpResponseError) -> bool:
-    code = str(getattr(error.error_code, "value", error.error_code) or "")
+    raw = getattr(error, "error_code", None)
+    code = str(getattr(raw, "value", raw) or "")
     return error.status_code == 412 or code in ("ConditionNotMet", "SourceConditionNotMet")
 
 

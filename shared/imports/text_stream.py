@@ -86,7 +86,8 @@ class ChunkedText(io.TextIOBase):
             pass
         return self._take(min(len(self._buffer), self._pos + size))
 
-    def readline(self, size: int | None = -1) -> str:
+    # typeshed's TextIOBase inherits IOBase's bytes signatures for these three; str is right.
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
         start = self._pos
         while True:
             end = self._buffer.find("\n", start)
@@ -99,10 +100,10 @@ class ChunkedText(io.TextIOBase):
                 return self._take(len(self._buffer))
             start = self._pos + start
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
         return self
 
-    def __next__(self) -> str:
+    def __next__(self) -> str:  # type: ignore[override]
         line = self.readline()
         if not line:
             raise StopIteration

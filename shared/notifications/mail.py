@@ -64,4 +64,5 @@ def build_mail(notification: Notification, sender: Sender) -> Mail:
 
 def mail_body(notification: Notification, sender: Sender) -> dict[str, Any]:
     """The exact JSON body `POST /v3/mail/send` receives for `notification`."""
-    return build_mail(notification, sender).get()
+    body: dict[str, Any] = build_mail(notification, sender).get()
+    return body

@@ -150,7 +150,7 @@ class RetryPolicy:
     def backoff(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
         """Delay after failed attempt number `attempt` (1-based): "equal jitter" exponential."""
         ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return ceiling / 2 + rng() * ceiling / 2
+        return float(ceiling / 2 + rng() * ceiling / 2)
 
 
 def _retry_after(headers: Any, cap: float, now: Callable[[], float] = time.time) -> float | None:
