@@ -16,6 +16,7 @@ from devhost import services
 from devhost.scenarios import _import_samples as samples
 from devhost.scenarios._callbacks import CallbackReceiver
 from shared import storage
+from shared.imports.member_table import is_member_row
 from shared.imports.request import ImportRequest
 from shared.notifications import read_outbox
 from tests.identity.conftest import EntraLikeCredential
@@ -73,7 +74,7 @@ def test_import_flow_on_identity_storage(
     request = ImportRequest(account="acme", run_date="2026-11-22", run_id="2026-11-22")
     import_account(func.QueueMessage(id="m1", body=request.to_json().encode()))
     table = storage.table_service().get_table_client(f"Members{suffix}")
-    members = [e for e in table.list_entities() if e["RowKey"] != "~state"]
+    members = [e for e in table.list_entities() if is_member_row(e["RowKey"])]
     assert len(members) == 30
 
 

@@ -135,15 +135,18 @@ def test_an_in_progress_record_found_under_the_lease_is_taken_over_at_once(
     assert record is not None and record.status == "completed" and record.attempt == 2
 
 
-def test_a_record_that_still_looks_live_under_the_lease_defers_not_drops(
+def test_a_record_that_still_looks_live_under_the_lease_is_a_lost_run_taken_over(
     imports_env: ImportsEnv,
 ) -> None:
-    """E.g. this instance's clock is behind the crashed one's: retry later, never skip."""
+    """Written with a long timeout by a holder that lost the lease (crashed, or paused and
+    fenced off): under the lease it can only be that, so it is taken over now, not waited out."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
     OnceHandler(BlobRecordStore(), f"import-acme-{NIGHT}", in_progress_timeout=300).begin()
     import_account(message("acme"))
-    assert queue_count(imports_env.queue) == 1  # deferred copy
-    assert imports_env.blob_names("acme/incoming/") == ["acme/incoming/a.csv"]
+    assert queue_count(imports_env.queue) == 0  # not deferred
+    assert len(imports_env.members("acme")) == 10
+    record = BlobRecordStore().get(f"import-acme-{NIGHT}")
+    assert record is not None and record.status == "completed" and record.attempt == 2
 
 
 def test_http_run_queues_a_manual_run_under_the_same_lease(imports_env: ImportsEnv) -> None:
