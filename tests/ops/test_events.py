@@ -10,8 +10,8 @@ from typing import Any
 import azure.functions as func
 import pytest
 from blobsingleton import Busy, once, ops, singleton
-from blobsingleton._events import KINDS, emit
 from blobsingleton.errors import LeaseLost, StorageUnavailable
+from blobsingleton.events import KINDS, emit
 from blobsingleton.leases import BaseLease
 from blobsingleton.records import Status
 
