@@ -86,14 +86,9 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def import_account(msg: func.QueueMessage) -> None:
     """Parse the request, then import under the account's lease; poison what can never run."""
-    if poison.screen(msg, QUEUE):
-        return
-    try:
-        request = ImportRequest.parse(msg.get_body())
-    except InvalidImportRequest as error:
-        poison.reject(msg, QUEUE, str(error))
-        return
-    import_under_lease(request, msg)
+    request = poison.admit(msg, QUEUE, ImportRequest.parse, InvalidImportRequest)
+    if request is not None:
+        import_under_lease(request, msg)
 
 
 @singleton(LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)

@@ -91,15 +91,14 @@ def get_job(req: func.HttpRequest) -> func.HttpResponse:
     return _json(200, status)
 
 
+NOT_A_UNIT = "not a job unit message: "
+
+
 @bp.queue_trigger(arg_name="msg", queue_name=UNITS_QUEUE, connection="AzureWebJobsStorage")
 def run_job_unit(msg: func.QueueMessage) -> None:
     """Do one unit's work and count it; a message this app did not write is poisoned."""
-    if poison.screen(msg, UNITS_QUEUE):
-        return
-    try:
-        unit = UnitMessage.parse(msg.get_body())
-    except InvalidUnitMessage as error:
-        poison.reject(msg, UNITS_QUEUE, f"not a job unit message: {error}")
+    unit = poison.admit(msg, UNITS_QUEUE, UnitMessage.parse, InvalidUnitMessage, reason=NOT_A_UNIT)
+    if unit is None:
         return
     settings = JobSettings.from_env()
     handler = load_handler(settings.handler)
@@ -109,12 +108,8 @@ def run_job_unit(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=POISON_QUEUE, connection="AzureWebJobsStorage")
 def fail_job_unit(msg: func.QueueMessage) -> None:
     """A unit whose every attempt failed: recorded as failed, so its job still finishes."""
-    if poison.screen(msg, POISON_QUEUE):
-        return
-    try:
-        unit = UnitMessage.parse(msg.get_body())
-    except InvalidUnitMessage as error:
-        poison.reject(msg, POISON_QUEUE, f"not a job unit message: {error}")
+    unit = poison.admit(msg, POISON_QUEUE, UnitMessage.parse, InvalidUnitMessage, reason=NOT_A_UNIT)
+    if unit is None:
         return
     reason = "failed every attempt (maxDequeueCount) and was moved to the poison queue"
     record_unit(JobStore(), unit.job_id, unit.unit_id, unit.total, UnitState.FAILED, reason)

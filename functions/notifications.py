@@ -97,12 +97,8 @@ def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def send_notification(msg: func.QueueMessage) -> None:
     """Parse, then send once; poison what can never be sent, raise what may work later."""
-    if poison.screen(msg, QUEUE):
-        return
-    try:
-        notification = Notification.parse(msg.get_body())
-    except InvalidNotification as exc:
-        poison.reject(msg, QUEUE, str(exc))
+    notification = poison.admit(msg, QUEUE, Notification.parse, InvalidNotification)
+    if notification is None:
         return
     try:
         deliver(notification, msg)

@@ -15,6 +15,8 @@ any host metadata field (none of this app's messages has one), before anything t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 import azure.functions as func
 from blobsingleton import settings
@@ -25,6 +27,7 @@ from shared import storage
 logger = logging.getLogger(__name__)
 
 POISON_SUFFIX = "-poison"
+T = TypeVar("T")
 
 
 def poison_queue_name(queue: str) -> str:
@@ -72,3 +75,26 @@ def screen(msg: func.QueueMessage, queue: str, *, connection: str = "AzureWebJob
         connection=connection,
     )
     return True
+
+
+def admit(
+    msg: func.QueueMessage,
+    queue: str,
+    parse: Callable[[bytes], T],
+    invalid: type[Exception] | tuple[type[Exception], ...],
+    *,
+    reason: str = "",
+) -> T | None:
+    """`msg` parsed once into its typed request, or None when it was poisoned and the function
+    should return: every queue function's screen -> parse -> poison, in one place.
+
+    `invalid`: the error(s) `parse` raises for a body that can never succeed; their message,
+    after `reason`, is the poison reason. Anything else propagates, so the host retries.
+    """
+    if screen(msg, queue):
+        return None
+    try:
+        return parse(msg.get_body())
+    except invalid as error:
+        reject(msg, queue, f"{reason}{error}")
+        return None
