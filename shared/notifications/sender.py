@@ -23,6 +23,7 @@ that crashed holds the event id, for one in-progress timeout (15 s by default).
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.client
 import json
 import logging
@@ -312,8 +313,24 @@ class OutboxSender:
         return SendResult(self.provider, name, 1, None)
 
 
+_SENDER_SETTINGS = (
+    "SENDGRID_API_KEY", "EMAIL_FROM", "EMAIL_FROM_NAME", "SENDGRID_HOST",
+    "EMAIL_MAX_ATTEMPTS", "EMAIL_BACKOFF_BASE_SECONDS", "EMAIL_BACKOFF_MAX_SECONDS",
+    "EMAIL_RETRY_AFTER_CAP_SECONDS", "SENDGRID_TIMEOUT_SECONDS", "EMAIL_OUTBOX_CONTAINER",
+)  # fmt: skip
+
+
 def sender_from_settings() -> EmailSender:
-    """SendGridSender when SENDGRID_API_KEY is set, else OutboxSender (see module doc)."""
+    """SendGridSender when SENDGRID_API_KEY is set, else OutboxSender (see module doc).
+
+    Built once per distinct value of its settings, so a process sends every message through
+    one client (and its connections), not a new one per message.
+    """
+    return _sender(tuple(settings.setting(name) for name in _SENDER_SETTINGS))
+
+
+@functools.lru_cache(maxsize=8)
+def _sender(_values: tuple[str | None, ...]) -> EmailSender:
     api_key = settings.setting("SENDGRID_API_KEY")
     name = settings.setting("EMAIL_FROM_NAME")
     if api_key:

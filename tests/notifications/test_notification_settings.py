@@ -35,3 +35,18 @@ def test_the_app_was_indexed_with_the_setting_of_its_process() -> None:
     """tests/conftest.py sets 5 s before the app is imported; the module took it."""
     assert os.environ["EMAIL_IN_PROGRESS_SECONDS"] == "5"
     assert notifications.IN_PROGRESS_SECONDS == 5.0
+
+
+def test_one_sender_per_process_until_its_settings_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Built once per distinct settings, not per message (a SendGrid client per message
+    cost a TLS handshake each); a changed setting builds a new one."""
+    from shared.notifications.sender import sender_from_settings
+
+    monkeypatch.setenv("SENDGRID_API_KEY", "SG.test-key")
+    monkeypatch.setenv("EMAIL_FROM", "notifications@example.com")
+    first = sender_from_settings()
+    assert sender_from_settings() is first
+    monkeypatch.setenv("EMAIL_FROM", "alerts@example.com")
+    assert sender_from_settings() is not first
