@@ -33,7 +33,7 @@ from shared.imports.fanout import (
     enqueue_request,
 )
 from shared.imports.importer import run_import
-from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, RUN_KEY
+from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, REQUEST_LEASE_KEY, RUN_KEY
 from shared.imports.layout import Layout
 from shared.imports.request import ImportRequest, InvalidImportRequest
 
@@ -91,12 +91,12 @@ def import_account(msg: func.QueueMessage) -> None:
         import_under_lease(request, msg)
 
 
-@singleton(LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
+@singleton(REQUEST_LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
 @once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
 def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
-    `{account}` and `{run_id}` come from `msg`'s JSON body (what a deferral re-enqueues).
+    The keys come from the validated `request`; `msg` is what a deferral re-enqueues.
     `under_lease`: whoever gets here holds the account's lease, so a run still in progress
     is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
     taken over at once; a completed run is returned as it is.

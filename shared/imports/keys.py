@@ -6,10 +6,13 @@ lease that makes an account's imports one-at-a-time.
 
 from __future__ import annotations
 
-#: The per-account lease (`@singleton`): `{account}` is a route parameter or a JSON body field.
+#: The per-account lease (`@singleton`) where the account is a route parameter (HTTP).
 LEASE_KEY = "import-{account}"
-#: The run-once key of one run of one account (for the nightly run, run_id is the run date).
-RUN_KEY = "import-{account}-{run_id}"
+#: The same lease, read from the validated `ImportRequest` a queue function was given.
+REQUEST_LEASE_KEY = "import-{request.account}"
+#: The run-once key of one run of one account (for the nightly run, run_id is the run date),
+#: from the validated request.
+RUN_KEY = "import-{request.account}-{request.run_id}"
 #: The run-once key of the nightly fan-out: one per schedule occurrence, on every instance.
 NIGHTLY_KEY = "nightly-import-{occurrence}"
 
