@@ -11,8 +11,9 @@ import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
-from blobsingleton.records import BlobRecordStore, Record, Status
+from blobsingleton.records import BlobRecordStore
 from blobsingleton.schedules import fired_occurrence
+from blobsingleton.testing import crashed_run
 
 from devhost.scenarios import _import_samples as samples
 from functions.imports import fan_out_night, import_account, nightly_import, run_import_now
@@ -65,24 +66,12 @@ def test_a_past_due_occurrence_is_caught_up_once(imports_env: ImportsEnv) -> Non
     assert len(imports_env.messages(imports_env.queue)) == 1
 
 
-def crashed_run(key: str, timeout: float) -> None:
-    """The in-progress record a run leaves when its process dies right after claiming `key`."""
-    now = time.time()
-    BlobRecordStore().put_if_absent(
-        Record(
-            key=key,
-            status=Status.IN_PROGRESS,
-            started_at=now,
-            expires_at=now + timeout,
-            ttl=timeout,
-        )
-    )
-
-
 def test_a_fan_out_that_died_half_way_is_taken_over(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(2))))
     fired = timer(f"{NIGHT}T02:00:00+00:00")
-    crashed_run(NIGHTLY_KEY.format(occurrence=f"{NIGHT}T02:00:00Z"), 0)  # died, record expired
+    crashed_run(
+        BlobRecordStore(), NIGHTLY_KEY.format(occurrence=f"{NIGHT}T02:00:00Z"), 0
+    )  # died, record expired
     assert fan_out_night(fired)["accounts"] == ["acme"]
     assert len(imports_env.messages(imports_env.queue)) == 1
 
@@ -134,7 +123,7 @@ def test_an_in_progress_record_found_under_the_lease_is_taken_over_at_once(
     """A crashed run left its in-progress record (written, like every run's, with timeout 0);
     whoever holds the lease next takes it over at once instead of waiting for a timeout."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
-    crashed_run(f"import-acme-{NIGHT}", 0)
+    crashed_run(BlobRecordStore(), f"import-acme-{NIGHT}", 0)
     started = time.monotonic()
     import_account(message("acme"))
     assert time.monotonic() - started < 10
@@ -149,7 +138,7 @@ def test_a_record_that_still_looks_live_under_the_lease_is_a_lost_run_taken_over
     """Written with a long timeout by a holder that lost the lease (crashed, or paused and
     fenced off): under the lease it can only be that, so it is taken over now, not waited out."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
-    crashed_run(f"import-acme-{NIGHT}", 300)
+    crashed_run(BlobRecordStore(), f"import-acme-{NIGHT}", 300)
     import_account(message("acme"))
     assert queue_count(imports_env.queue) == 0  # not deferred
     assert len(imports_env.members("acme")) == 10

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from typing import Any
 
 from blobsingleton import _defaults
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
-from blobsingleton._records import Record, RecordStore
+from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 
@@ -121,6 +122,26 @@ class MemoryRecordStore(RecordStore):
         if current is None or current.etag != etag:
             raise RecordConflict("ConditionNotMet")
         del self.records[key]
+
+
+def crashed_run(
+    store: RecordStore, key: str, in_progress_timeout: float, *, owner: str = "crashed-instance"
+) -> Record:
+    """Leave in `store` what a `@once` run leaves when its process dies right after claiming
+    `key`: an in-progress record that no heartbeat extends, expiring `in_progress_timeout`
+    seconds after it was written (0: abandoned on sight). For tests of crash recovery, on the
+    blob store or a `MemoryRecordStore` alike."""
+    now = time.time()
+    return store.put_if_absent(
+        Record(
+            key=key,
+            status=Status.IN_PROGRESS,
+            started_at=now,
+            expires_at=now + in_progress_timeout,
+            owner=owner,
+            ttl=in_progress_timeout,
+        )
+    )
 
 
 @dataclass
@@ -251,5 +272,6 @@ __all__ = [
     "MemoryLocks",
     "MemoryRecordStore",
     "RequestCounter",
+    "crashed_run",
     "memory_backends",
 ]

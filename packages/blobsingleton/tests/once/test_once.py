@@ -11,7 +11,8 @@ import pytest
 from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._storage import TIME_RESOLUTION
-from blobsingleton.records import BlobRecordStore, Record, Status
+from blobsingleton.records import BlobRecordStore, Status
+from blobsingleton.testing import crashed_run
 from libsupport import queue_client, request_counter
 
 
@@ -78,20 +79,6 @@ def _claim(key: str, timeout: float = 300.0) -> OnceHandler:
     handler = OnceHandler(BlobRecordStore(), key, in_progress_timeout=timeout)
     assert handler.begin().decision == Decision.EXECUTE
     return handler
-
-
-def _crashed_claim(key: str, timeout: float) -> None:
-    """What a crashed run leaves: an in-progress record that no heartbeat extends."""
-    now = time.time()
-    BlobRecordStore().put_if_absent(
-        Record(
-            key=key,
-            status=Status.IN_PROGRESS,
-            started_at=now,
-            expires_at=now + timeout,
-            owner="crashed-instance",
-        )
-    )
 
 
 def test_a_live_run_keeps_its_key_past_its_timeout_by_heartbeat(storage_env: str) -> None:
@@ -167,8 +154,8 @@ def test_in_progress_elsewhere_defer_requeues_a_delayed_copy(storage_env: str) -
 
 
 def test_crashed_run_is_retried_after_expiry_at_least_once(storage_env: str) -> None:
-    _crashed_claim("alo-e", timeout=1.0)
-    time.sleep(1.2)
+    crashed_run(BlobRecordStore(), "alo-e", 1.0)
+    time.sleep(1.0 + 2 * TIME_RESOLUTION + 0.2)  # expiry in storage's time: whole seconds
 
     @once("alo-{event_id}")
     def work(msg: func.QueueMessage) -> str:
@@ -180,8 +167,8 @@ def test_crashed_run_is_retried_after_expiry_at_least_once(storage_env: str) -> 
 
 
 def test_crashed_run_is_never_retried_at_most_once(storage_env: str) -> None:
-    _crashed_claim("amo-e", timeout=1.0)
-    time.sleep(1.2)
+    crashed_run(BlobRecordStore(), "amo-e", 1.0)
+    time.sleep(1.0 + 2 * TIME_RESOLUTION + 0.2)
 
     @once("amo-{event_id}", mode=Mode.AT_MOST_ONCE)
     def work(msg: func.QueueMessage) -> str:
