@@ -291,8 +291,8 @@ class OnceHandler:
         when the write was sent), so another delivery may already be taking over.
         """
         with self._claim_lock:
-            confirmed_at = self._confirmed_at
-        if self._claimed is None or confirmed_at is None:
+            claimed, confirmed_at = self._claimed, self._confirmed_at
+        if claimed is None or confirmed_at is None:
             raise RunLost(self.key, "this run holds no claim on the key")
         if self.lost.is_set():
             raise RunLost(self.key, "the record was taken over by another delivery")
