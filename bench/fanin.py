@@ -23,14 +23,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from devhost import services
 from devhost.request_counting import request_counter
-from devhost.scenarios import _common
-from devhost.scenarios._callbacks import CallbackReceiver
-from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
-from devhost.scenarios.batch import JobRun, wait_for_archives
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
+from harness import kit as _common
+from harness import services
+from harness.callbacks import CallbackReceiver
+from harness.feeding import DEFAULT_BACKLOG, submit_jobs
+from harness.scenarios.batch import JobRun, wait_for_archives
 from shared.jobs import JobRequest, JobSettings, JobStore, record_unit, submit_job
 
 TARGETS = {"tracking_requests_per_unit": 2.0, "completion_latency_s": 2.0}

@@ -18,9 +18,7 @@ import signal
 import sys
 import threading
 
-from devhost import chaos_run, demo, scenarios
 from devhost.app_settings import parse_assignment
-from devhost.scenarios import _common as scenario_common
 from devhost.supervisor import (
     ADMIN_KEY_SETTING,
     FUNCTION_KEY_SETTING,
@@ -30,6 +28,8 @@ from devhost.supervisor import (
 )
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
+from harness import chaos_run, demo, scenarios
+from harness import kit as scenario_common
 
 log = logging.getLogger("devhost")
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from devhost_testkit import FUNCTION_KEY, HERE, SAMPLE_APP, Records, StorageHelper
 
-from devhost import services
 from devhost.supervisor import HostOptions, Supervisor
+from harness import services
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import pytest
 
 from devhost.app_settings import instance_settings, load_app_settings, parse_assignment
 from devhost.host_config import HostConfigError, load_host_config, parse_timespan, queue_options
-from devhost.scenarios._common import _development_storage_down
 from devhost.supervisor import HostOptions, Supervisor
+from harness.kit import _development_storage_down
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from blobsingleton.records import BlobRecordStore
 from blobsingleton.schedules import fired_occurrence
 from blobsingleton.testing import crashed_run
 
-from devhost.scenarios import _import_samples as samples
 from functions.imports import fan_out_night, import_account, nightly_import, run_import_now
+from harness import import_samples as samples
 from shared import storage
 from shared.imports.keys import NIGHTLY_KEY
 from shared.imports.request import ImportRequest

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.scenarios.imports import _max_parallel, _overlaps
+from harness.scenarios.imports import _max_parallel, _overlaps
 
 ROOT = Path(__file__).resolve().parents[2]
 

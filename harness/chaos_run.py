@@ -32,8 +32,12 @@ from azure.core.exceptions import ResourceNotFoundError
 from blobsingleton import ops
 from blobsingleton.config import from_settings
 
-from devhost import services
-from devhost.chaos import (
+from devhost.supervisor import HostOptions, Supervisor
+from devhost.worker import apply_settings
+from harness import kit as _common
+from harness import services
+from harness.callbacks import CallbackReceiver
+from harness.chaos import (
     PAUSE_SECONDS,
     AccountImport,
     ExecutedFault,
@@ -47,13 +51,10 @@ from devhost.chaos import (
     count_stale_writes,
     plan_faults,
 )
-from devhost.fault_proxy import FaultProxy, FaultRates
-from devhost.scenarios import _common, imports, notifications
-from devhost.scenarios._callbacks import CallbackReceiver
-from devhost.scenarios._feeding import job_request
-from devhost.scenarios.batch import JobRun
-from devhost.supervisor import HostOptions, Supervisor
-from devhost.worker import apply_settings
+from harness.fault_proxy import FaultProxy, FaultRates
+from harness.feeding import job_request
+from harness.scenarios import imports, notifications
+from harness.scenarios.batch import JobRun
 
 log = logging.getLogger("devhost.chaos")
 

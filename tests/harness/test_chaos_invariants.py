@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devhost.chaos import (
+from harness.chaos import (
     AccountImport,
     ExecutedFault,
     SentEmail,

@@ -19,11 +19,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from devhost.scenarios import _common
-from devhost.scenarios._callbacks import CallbackReceiver
-from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
+from harness import kit as _common
+from harness.callbacks import CallbackReceiver
+from harness.feeding import DEFAULT_BACKLOG, submit_jobs
 from shared.jobs import JobSettings, JobStore
 
 NAME = "batch"
@@ -198,7 +198,7 @@ def run(
     """Run the scenario against the storage account in AzureWebJobsStorage."""
     app_settings = _common.use_app_settings(app_dir)
     job_run = JobRun.new(
-        JOB_UNIT_HANDLER="devhost.scenarios._batch_handler:work",
+        JOB_UNIT_HANDLER="harness.apps.batch_handler:work",
         BATCH_KILL_RATE=str(kill_rate),
         DEVHOST_INVOCATION_VISIBILITY="20",
     )

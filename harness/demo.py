@@ -16,10 +16,11 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from devhost import progress, services
-from devhost.scenarios import _common, notifications
+from harness import kit as _common
+from harness import progress, services
+from harness.scenarios import notifications
 
-UNGUARDED_APP = "devhost.scenarios._unguarded_app"
+UNGUARDED_APP = "harness.apps.unguarded_app"
 DEFAULT_INSTANCES = 4
 DEFAULT_EVENTS = 200
 

@@ -26,11 +26,11 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 
-from devhost import services
 from devhost.app_settings import AppSettings, load_app_settings
 from devhost.request_counting import RequestCounter
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
+from harness import services
 from shared.storage import encoded_queue_client
 
 log = logging.getLogger("devhost.scenario")

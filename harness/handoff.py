@@ -23,7 +23,7 @@ from azure.storage.queue import BinaryBase64EncodePolicy, QueueClient
 
 from devhost.supervisor import HostOptions, Supervisor
 
-APP_DIR = str(Path(__file__).resolve().parent)
+APP_DIR = str(Path(__file__).resolve().parent / "apps")
 
 
 def _first(path: Path, event: str, instance: int) -> dict[str, Any] | None:

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from devhost.scenarios import _common
 from devhost.supervisor import HostOptions, Supervisor
+from harness import kit as _common
 
 NAME = "notifications"
 HELP = "every event reaches every instance; each event must be emailed exactly once"
