@@ -35,7 +35,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 demo: setup
-	$(PY) -m devhost demo
+	$(PY) -m harness demo
 
 test: setup lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)

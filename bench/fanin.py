@@ -11,7 +11,7 @@ Measures, against its own Azurite:
 - units_per_s: units over the time from the instances being ready to the last unit counted.
 The job (record, counter, 10,000 messages) is submitted once the instances run, its
 messages enqueued as the queue has room (--backlog; Azurite scans the whole queue on every
-receive and delete, see devhost/scenarios/_feeding.py).
+receive and delete, see harness/feeding.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The same seed, run length and instance count always give the same schedule, so a failing
 chaos run can be replayed. Every kind is scheduled at least once; the network faults of the
-proxy (devhost/fault_proxy.py) are drawn per connection by its own seeded RNG instead.
+proxy (harness/fault_proxy.py) are drawn per connection by its own seeded RNG instead.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""`python -m devhost chaos`: the three flows at once on a private Azurite, under faults.
+"""`python -m harness chaos`: the three flows at once on a private Azurite, under faults.
 
 Notifications (every event on every instance's queue), nightly imports (a repeating timer, one
 account's files arriving after another) and batch jobs (submitted one after another, called
 back on a local receiver) run in one set of instances. Meanwhile the seeded schedule of
-devhost/chaos.py kills instances, pauses an import lease holder past its lease and restarts
-Azurite with its data; seeded proxies (devhost/fault_proxy.py) between the instances and
+harness/chaos.py kills instances, pauses an import lease holder past its lease and restarts
+Azurite with its data; seeded proxies (harness/fault_proxy.py) between the instances and
 Azurite reset, stall and slow connections. Faults stop at 75 % of the run; the run then
 settles until the queues drain, and the invariants are checked from the stores and the
 recording stand-ins (outbox, callback receiver), never from the app's counters.
@@ -708,7 +708,7 @@ def parse_rates(text: str) -> FaultRates:
 def main(args: argparse.Namespace) -> int:
     seconds = args.minutes * 60.0
     if seconds < 20:
-        raise SystemExit("devhost chaos: --minutes must be at least 1/3 (20 s)")
+        raise SystemExit("harness chaos: --minutes must be at least 1/3 (20 s)")
     report = run(
         args.instances, seconds, args.seed, app_module=args.app, app_dir=args.app_dir,
         log_level=args.log_level, log_file=args.log_file, settle_timeout=args.settle_timeout,

@@ -1,7 +1,7 @@
 """What every scenario needs: run-specific names, queues, parallel enqueue, waiting for drain.
 
 A scenario module in this package defines NAME, HELP, `add_arguments(parser)` and
-`main(args) -> int`; `python -m devhost scenario NAME` finds it without any list to update,
+`main(args) -> int`; `python -m harness scenario NAME` finds it without any list to update,
 and adds the options all scenarios share (`add_run_arguments`: --json, --keep, --azurite).
 """
 

@@ -307,7 +307,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_BACKLOG,
         help="enqueue units while fewer than this many are queued (0: all at once; Azurite "
-        "slows down with long queues, see devhost/scenarios/_feeding.py)",
+        "slows down with long queues, see harness/feeding.py)",
     )
 
 
