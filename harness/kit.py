@@ -79,11 +79,16 @@ def functions_bound_to(
     return sorted(names)
 
 
-def _account(connection: str) -> StorageAccount:
-    return from_settings(connection).with_options(raw_request_hook=scenario_counter)
+#: A connection: the name of the app setting that holds it, or the account itself.
+Connection = str | StorageAccount
 
 
-def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
+def _account(connection: Connection) -> StorageAccount:
+    account = from_settings(connection) if isinstance(connection, str) else connection
+    return account.with_options(raw_request_hook=scenario_counter)
+
+
+def queue_client(name: str, connection: Connection = "AzureWebJobsStorage") -> Any:
     """A queue client with the host's encoding, counted as the scenario's, not the app's."""
     service = _account(connection).queue_service()
     return encoded_queue_client(service, name)
@@ -137,7 +142,7 @@ def print_report(report: Any, as_json: bool, kept: str) -> int:
     return 0 if report.ok else 1
 
 
-def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def reset_queues(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     """Create each queue, or empty it if it exists."""
     for name in names:
         client = queue_client(name, connection)
@@ -147,20 +152,20 @@ def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") 
             client.clear_messages()
 
 
-def delete_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def delete_queues(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
             queue_client(name, connection).delete_queue()
 
 
-def create_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def create_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceExistsError):
             service.create_container(name)
 
 
-def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def delete_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
@@ -169,7 +174,7 @@ def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStora
 
 def enqueue_all(
     messages: Iterable[tuple[str, bytes]],
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     threads: int = 32,
 ) -> int:
     """Send (queue, body) pairs in parallel threads; returns how many were sent."""
@@ -189,7 +194,9 @@ def enqueue_all(
     return len(items)
 
 
-def queue_depths(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> dict[str, int]:
+def queue_depths(
+    names: Iterable[str], connection: Connection = "AzureWebJobsStorage"
+) -> dict[str, int]:
     """Approximate message count per queue, invisible (in-flight, delayed) messages included;
     0 for a queue that does not exist."""
     depths: dict[str, int] = {}
@@ -206,7 +213,7 @@ def wait_until_drained(
     supervisor: Supervisor,
     queues: list[str],
     *,
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     quiet: float = 2.0,
     timeout: float = 600.0,
     poll: float = 0.5,
@@ -272,7 +279,7 @@ def feed_with_backlog(
     *,
     backlog: int,
     timeout: float = 600.0,
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     threads: int = 32,
 ) -> int:
     """Send each round of (queue, body) messages once fewer than `backlog` rounds are waiting.

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from harness.chaos import SCHEDULED_KINDS
 from harness.chaos_run import RATES, parse_rates
 from harness.fault_proxy import FAULT_KINDS
+from harness.faults import SCHEDULED_KINDS
 from tests.support import ROOT, child_env
 
 
@@ -49,8 +49,8 @@ def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> No
 
 
 def test_the_summary_names_each_invariant_and_the_verdict() -> None:
-    from harness.chaos import Invariant
     from harness.chaos_run import ChaosReport
+    from harness.invariants import Invariant
 
     report = ChaosReport(
         seed=1, instances=2, seconds=60.0, run_id="r1",
