@@ -6,6 +6,10 @@ The host merges a JSON body's top-level fields into the trigger metadata, so a b
 named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.QueueMessage`
 (`msg.id`, `msg.dequeue_count`...): `overridden_metadata` tells a function which, and
 `describe_id` names a message in a log line without trusting such an id.
+
+`trigger_message()` is the running invocation's trigger queue message, recorded by a Python
+worker extension (`register_worker_extension()`, which `Busy.DEFER` calls itself; the worker
+runs extensions when the app setting `PYTHON_ENABLE_WORKER_EXTENSIONS` is `1`/`true`).
 """
 
 from __future__ import annotations
@@ -83,3 +87,19 @@ def send_message(
             client.create_queue()
         sent = client.send_message(body, visibility_timeout=visibility_timeout)
     return str(sent.id)
+
+
+def trigger_message() -> QueueMessageLike | None:
+    """The running invocation's trigger queue message (None outside a queue-triggered
+    invocation, or when the worker runs no extensions: `PYTHON_ENABLE_WORKER_EXTENSIONS`)."""
+    from blobsingleton import _trigger
+
+    return _trigger.trigger_message()
+
+
+def register_worker_extension() -> type:
+    """Register, once, the app-level worker extension that records the trigger message
+    (needs `azure-functions`; a DEFER policy registers it itself). Returns its class."""
+    from blobsingleton import _trigger
+
+    return _trigger.register_worker_extension()
