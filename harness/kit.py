@@ -1,8 +1,11 @@
-"""What every scenario needs: run-specific names, queues, parallel enqueue, waiting for drain.
+"""The harness's public kit: what every scenario, the demo, the chaos run and the benchmarks
+need around devhost: run-specific names, queues and containers, parallel enqueue, running
+instances, waiting for drain, the storage a run uses.
 
-A scenario module in this package defines NAME, HELP, `add_arguments(parser)` and
+A scenario module in `harness/scenarios/` defines NAME, HELP, `add_arguments(parser)` and
 `main(args) -> int`; `python -m harness scenario NAME` finds it without any list to update,
 and adds the options all scenarios share (`add_run_arguments`: --json, --keep, --azurite).
+A connection is the name of an app setting, or a `StorageAccount`.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None
     """Run against a private Azurite when asked, or when the app's storage is the local
     emulator (`UseDevelopmentStorage=true`) and nothing listens on its port; else against the
     account AzureWebJobsStorage names."""
-    if not (private_azurite or _development_storage_down(app_dir)):
+    if not (private_azurite or development_storage_down(app_dir)):
         yield
         return
     log.info("starting a private Azurite for this run")
@@ -120,7 +123,7 @@ def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None
         yield
 
 
-def _development_storage_down(app_dir: str) -> bool:
+def development_storage_down(app_dir: str) -> bool:
     value = load_app_settings(app_dir).values.get("AzureWebJobsStorage", "") or ""
     if value.strip().rstrip(";").lower() != "usedevelopmentstorage=true":
         return False

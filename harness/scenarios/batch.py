@@ -1,7 +1,7 @@
 """Scenario "batch jobs": N instances work M jobs of K units; each job must call back once.
 
 The instances start, then the jobs are submitted with the app's own code (record, counter,
-one message per unit, enqueued as the queue has room: see _feeding.py). A local receiver
+one message per unit, enqueued as the queue has room: see harness/feeding.py). A local receiver
 records the callbacks. With --kill-rate, that fraction of unit invocations (first
 deliveries) SIGKILLs its instance half-way, taking its other in-flight invocations down at
 whatever step they are; the supervisor restarts it. The report: callbacks per job (exactly
