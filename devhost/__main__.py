@@ -23,6 +23,7 @@ from devhost.supervisor import (
     HostOptions,
     InstanceStartError,
     Supervisor,
+    host_arguments,
 )
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
@@ -114,14 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--app", default="function_app", help="app module (default function_app)")
-    common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
-    common.add_argument(
-        "--log-level",
-        default=os.environ.get("DEVHOST_LOG_LEVEL"),
-        help="default: WARNING (problems only)",
-    )
+    common = host_arguments("default: WARNING (problems only)")
 
     parser = argparse.ArgumentParser(
         prog="python -m devhost",

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-from devhost.supervisor import InstanceStartError
+from devhost.supervisor import InstanceStartError, host_arguments
 from devhost.worker import configure_logging
 from harness import chaos_run, demo, kit, scenarios
 
@@ -49,14 +49,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--app", default="function_app", help="app module (default function_app)")
-    common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
-    common.add_argument(
-        "--log-level",
-        default=os.environ.get("DEVHOST_LOG_LEVEL"),
-        help="default: WARNING for chaos (problems only), else INFO",
-    )
+    common = host_arguments("default: WARNING for chaos (problems only), else INFO")
 
     parser = argparse.ArgumentParser(
         prog="python -m harness",

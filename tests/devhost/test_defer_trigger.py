@@ -4,33 +4,13 @@ Python worker does (PYTHON_ENABLE_WORKER_EXTENSIONS). Real Azurite, real devhost
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from blobsingleton import BlobLease
-from devhost_testkit import HERE, Records, StorageHelper, wait_for
+from devhost_testkit import Records, StorageHelper, wait_for
 
-from devhost.supervisor import HostOptions, Supervisor
-
-
-@pytest.fixture
-def start_app() -> Iterator[Any]:
-    """Start defer_trigger_app in one instance; stopped after the test."""
-    started: list[Supervisor] = []
-
-    def start(settings: dict[str, str | None]) -> Supervisor:
-        supervisor = Supervisor(HostOptions(
-            app_module="defer_trigger_app", app_dir=str(HERE), settings=settings,
-            http_port=None, drain_timeout=10.0, stats_interval=0.2,
-        ))  # fmt: skip
-        supervisor.start()
-        started.append(supervisor)
-        return supervisor
-
-    yield start
-    for supervisor in started:
-        supervisor.stop()
+from devhost.supervisor import Supervisor
 
 
 def _settings(base: dict[str, str | None], enabled: str) -> dict[str, str | None]:
@@ -48,7 +28,7 @@ def _hold(storage: StorageHelper, settings: dict[str, Any], key: str) -> BlobLea
 
 
 def test_defer_re_enqueues_the_trigger_message_the_guarded_function_never_received(
-    start_app: Any,
+    start_host: Callable[..., Supervisor],
     base_settings: dict[str, str | None],
     storage: StorageHelper,
     records: Records,
@@ -57,7 +37,7 @@ def test_defer_re_enqueues_the_trigger_message_the_guarded_function_never_receiv
     queue = str(settings["DEFER_QUEUE"])
     lease = _hold(storage, settings, "defer-k1")  # busy: another instance holds the key
     try:
-        host = start_app(settings)
+        host = start_host(settings, app_module="defer_trigger_app")
         storage.queue(queue).send_message(b"k1")
         wait_for(lambda: host.totals().successes.get("take"))  # the busy delivery completed
         first = records.where(function="take")[0]
@@ -75,7 +55,7 @@ def test_defer_re_enqueues_the_trigger_message_the_guarded_function_never_receiv
 
 
 def test_without_worker_extensions_defer_has_no_message_and_the_invocation_fails(
-    start_app: Any,
+    start_host: Callable[..., Supervisor],
     base_settings: dict[str, str | None],
     storage: StorageHelper,
     records: Records,
@@ -84,7 +64,7 @@ def test_without_worker_extensions_defer_has_no_message_and_the_invocation_fails
     queue = str(settings["DEFER_QUEUE"])
     lease = _hold(storage, settings, "defer-k2")
     try:
-        host = start_app(settings)
+        host = start_host(settings, app_module="defer_trigger_app")
         storage.queue(queue).send_message(b"k2")
         wait_for(lambda: records.where(function="take", dequeue_count=2), timeout=30)
         wait_for(lambda: host.totals().failures)  # the TypeError: no trigger message to defer
