@@ -36,7 +36,7 @@ from devhost.worker import apply_settings
 from harness import services
 from shared.storage import encoded_queue_client
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 #: The scenario's own storage traffic (setup, enqueue, counting) is kept out of the stats.
 scenario_counter = RequestCounter()

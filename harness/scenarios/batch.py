@@ -29,7 +29,7 @@ from shared.jobs import JobSettings, JobStore
 NAME = "batch"
 HELP = "batch jobs fanned out over N instances, with kills; one callback per job"
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 
 @dataclass(frozen=True)

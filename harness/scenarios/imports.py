@@ -30,7 +30,7 @@ from harness import kit as _common
 NAME = "imports"
 HELP = "every instance fires the nightly import timer; each account imported exactly once"
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 BAD_EVERY = 50
 EDI_MEMBERS = 10

@@ -24,9 +24,21 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from blobsingleton.queues import QueueMessageLike
+
+@runtime_checkable
+class QueueMessageLike(Protocol):
+    """What the queue helpers and deferral need of `azure.functions.QueueMessage`."""
+
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def dequeue_count(self) -> int | None: ...
+
+    def get_body(self) -> bytes: ...
+
 
 _trigger_message: ContextVar[QueueMessageLike | None] = ContextVar(
     "blobsingleton_trigger_message", default=None

@@ -7,6 +7,7 @@ named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.
 (`msg.id`, `msg.dequeue_count`...): `overridden_metadata` tells a function which, and
 `describe_id` names a message in a log line without trusting such an id.
 
+`QueueMessageLike` is what they need of `azure.functions.QueueMessage`.
 `trigger_message()` is the running invocation's trigger queue message, recorded by a Python
 worker extension (`register_worker_extension()`, which `Busy.DEFER` calls itself; the worker
 runs extensions when the app setting `PYTHON_ENABLE_WORKER_EXTENSIONS` is `1`/`true`).
@@ -16,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton._connection import StorageAccount
+from blobsingleton._trigger import QueueMessageLike, register_worker_extension, trigger_message
 
 #: The trigger metadata the host sends with a queue message. The host merges a JSON body's
 #: top-level fields into it case-insensitively, so a body field named like one of these
@@ -34,19 +35,6 @@ HOST_QUEUE_METADATA = (
     "PopReceipt",
     "QueueTrigger",
 )
-
-
-@runtime_checkable
-class QueueMessageLike(Protocol):
-    """What these helpers and deferral need of `azure.functions.QueueMessage`."""
-
-    @property
-    def id(self) -> str | None: ...
-
-    @property
-    def dequeue_count(self) -> int | None: ...
-
-    def get_body(self) -> bytes: ...
 
 
 def overridden_metadata(body: bytes) -> list[str]:
@@ -89,17 +77,12 @@ def send_message(
     return str(sent.id)
 
 
-def trigger_message() -> QueueMessageLike | None:
-    """The running invocation's trigger queue message (None outside a queue-triggered
-    invocation, or when the worker runs no extensions: `PYTHON_ENABLE_WORKER_EXTENSIONS`)."""
-    from blobsingleton import _trigger
-
-    return _trigger.trigger_message()
-
-
-def register_worker_extension() -> type:
-    """Register, once, the app-level worker extension that records the trigger message
-    (needs `azure-functions`; a DEFER policy registers it itself). Returns its class."""
-    from blobsingleton import _trigger
-
-    return _trigger.register_worker_extension()
+__all__ = [
+    "HOST_QUEUE_METADATA",
+    "QueueMessageLike",
+    "describe_id",
+    "overridden_metadata",
+    "register_worker_extension",
+    "send_message",
+    "trigger_message",
+]
