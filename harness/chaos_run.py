@@ -177,8 +177,9 @@ def _configure_this_process(workload: Workload, app_dir: str) -> AppSettings:
     """This process's own settings, once, before any instance starts: the app's settings with
     the private Azurite (direct, not proxied) and the run's names, for the readers the harness
     shares with the app and the library (job store, outbox, `blobsingleton.ops` listings all
-    read their connection and container names from settings). The instances do not inherit
-    them: `Workload.options` gives them every setting explicitly."""
+    read their connection and container names from settings). The instances do not depend on
+    it: `Workload.options` gives them every setting of the run explicitly (their storage the
+    proxied one), over the environment a process inherits, as `func start` does."""
     apply_settings({"AzureWebJobsStorage": workload.storage.connection_string})
     app_settings = kit.use_app_settings(app_dir)
     apply_settings(workload.settings())
