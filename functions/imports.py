@@ -88,15 +88,16 @@ def import_account(msg: func.QueueMessage) -> None:
     """Parse the request, then import under the account's lease; poison what can never run."""
     request = poison.admit(msg, QUEUE, ImportRequest.parse, InvalidImportRequest)
     if request is not None:
-        import_under_lease(request, msg)
+        import_under_lease(request)
 
 
 @singleton(REQUEST_LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
 @once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
-def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
+def import_under_lease(request: ImportRequest) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
-    The keys come from the validated `request`; `msg` is what a deferral re-enqueues.
+    The keys come from the validated `request`; a deferral re-enqueues the invocation's trigger
+    message, which the library's worker extension records (PYTHON_ENABLE_WORKER_EXTENSIONS).
     `under_lease`: whoever gets here holds the account's lease, so a run still in progress
     is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
     taken over at once; a completed run is returned as it is.
