@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
+from blobsingleton._record_watch import watch_stats
 
 from bench import alternatives
 from bench._storage import azurite_storage, counted_account, percentile
@@ -97,6 +98,7 @@ def _instance(
             "blob_requests": blob_counter.total(),
             "queue_requests": queue_counter.total(),
             "blob_by_method": blob_counter.by_method(),
+            "watch": watch_stats(),
         }
     )
 
@@ -159,8 +161,10 @@ def _storm(
     per_event = Counter(e[0] for e in emails)
     latencies = [sent_at - enqueued_at for _, enqueued_at, sent_at in emails]
     methods: Counter[str] = Counter()
+    watched: Counter[str] = Counter()
     for r in reports:
         methods.update(r["blob_by_method"])
+        watched.update(r["watch"])
     return {
         "emails": len(emails),
         "duplicates": len(emails) - len(per_event),
@@ -173,6 +177,7 @@ def _storm(
             m: round(c / events, 2) for m, c in sorted(methods.items())
         },
         "deferrals_per_event": round(sum(r["deferrals"] for r in reports) / events, 3),
+        "watcher_per_event": {k: round(v / events, 2) for k, v in sorted(watched.items())},
         "wall_s": round(elapsed, 2),
         "drained": drained,
     }

@@ -28,6 +28,7 @@ from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, encode_key
 from blobsingleton._namespace import namespace as resolve_namespace
+from blobsingleton._record_watch import RecordWatch, record_metadata, watch_for
 from blobsingleton._records import Record, RecordStore
 from blobsingleton._storage import (
     TIME_RESOLUTION,
@@ -93,9 +94,35 @@ class BlobRecordStore(RecordStore):
     def get(self, key: str) -> Record | None:
         record, served_at = self._read(self._blob(key))
         if record is not None or served_at is None or not self._legacy_open(served_at):
+            self._watch().remember(blob_name(self.namespace, key), record)
             return record
         legacy, _ = self._read(self._container.get_blob_client(encode_key(key)))
         return None if legacy is None else self._adopt(legacy)
+
+    # -- waiting for keys in progress elsewhere (`_record_watch`) ------------------------------
+    can_watch = True
+
+    def _watch(self) -> RecordWatch:
+        return watch_for(self._container, self.namespace, self._read_key)
+
+    def _read_key(self, key: str) -> Record | None:
+        return self._read(self._blob(key))[0]
+
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        return self._watch().watch(blob_name(self.namespace, key), key, etag, until)
+
+    def read(self, key: str) -> Record | None:
+        """Reads of many keys at the same moment, coalesced by the watcher into one listing
+        (a plain `get` while records written before namespaces may still need reading)."""
+        if legacy_window() > 0 and self._namespace_began() is not None:
+            return self.get(key)
+        return self._watch().read(blob_name(self.namespace, key), key)
+
+    def known(self, key: str) -> Record | None:
+        return self._watch().known(blob_name(self.namespace, key))
+
+    def note_run(self, seconds: float) -> None:
+        self._watch().note_run(seconds)
 
     def put_if_absent(self, record: Record) -> Record:
         blob = self._blob(record.key)
@@ -117,9 +144,12 @@ class BlobRecordStore(RecordStore):
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
             )
-        return _written(record, props)
+        written = _written(record, props)
+        self._watch().remember(blob_name(self.namespace, record.key), written)
+        return written
 
     def delete(self, key: str, etag: str) -> None:
+        self._watch().remember(blob_name(self.namespace, key), None)
         with _translated("delete run-once record"):
             self._blob(key).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
 
@@ -213,7 +243,9 @@ class BlobRecordStore(RecordStore):
 
 
 def _metadata(record: Record) -> dict[str, str]:
-    return {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
+    """`ttl`, and the record's JSON when it is small (so a listing carries it, `_record_watch`)."""
+    carried = record_metadata(record.to_json()) if record.ttl is not None else {}
+    return carried if record.ttl is None else {"ttl": repr(float(record.ttl)), **carried}
 
 
 def _latest(moment: Any) -> float | None:

@@ -106,3 +106,27 @@ class RecordStore(ABC):
     @abstractmethod
     def delete(self, key: str, etag: str) -> None:
         """Delete the record if it still has `etag`; `RecordConflict` otherwise."""
+
+    # -- optional: waiting for many keys at once (a store without it re-queues busy copies) ----
+    #: Whether `watch` waits for a change (else a busy delivery gets its busy policy at once).
+    can_watch: bool = False
+
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        """Wait until the record of `key` no longer has `etag` (None: until it exists), at the
+        latest until the monotonic time `until`. Returns (changed, record): when changed, the
+        record now (None: deleted); when not, the latest known record or None if none was
+        learnt. The default learns nothing: (False, None) at once."""
+        return False, None
+
+    def known(self, key: str) -> Record | None:
+        """A completed, unexpired record of `key` this process saw lately, without a request
+        (None: ask storage)."""
+        return None
+
+    def note_run(self, seconds: float) -> None:  # noqa: B027 (optional; nothing by default)
+        """A run in this process took `seconds` (how a watching store paces its checks)."""
+
+    def read(self, key: str) -> Record | None:
+        """`get` as a delivery's first look at its key: a store may answer many keys read at
+        the same moment with one request. Default: `get`."""
+        return self.get(key)

@@ -10,6 +10,7 @@ import azure.functions as func
 import pytest
 from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
+from blobsingleton._record_watch import forget_known as forget_known_records
 from blobsingleton._storage import TIME_RESOLUTION
 from blobsingleton.records import BlobRecordStore, Status
 from blobsingleton.testing import crashed_run
@@ -45,7 +46,12 @@ def test_cost_first_run_three_requests_duplicate_one(storage_env: str) -> None:
     first = request_counter.total()
     request_counter.reset()
     work(message({"event_id": "k"}))
-    assert (first, request_counter.total()) == (3, 1)
+    same_process = request_counter.total()
+    forget_known_records()  # another process: it never saw the record
+    request_counter.reset()
+    work(message({"event_id": "k"}))
+    # The process that completed the key answers its duplicates from memory for a while.
+    assert (first, same_process, request_counter.total()) == (3, 0, 1)
 
 
 def test_failure_frees_the_key_for_the_next_delivery(storage_env: str) -> None:
