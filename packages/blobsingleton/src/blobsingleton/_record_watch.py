@@ -259,13 +259,16 @@ class RecordWatch:
         for waiter in waiting:
             state = states.get(waiter.name)
             if state is not None:
-                changed = (state.etag != waiter.etag) if state.present else waiter.etag is not None
+                if state.present:
+                    changed = _bare(state.etag) != _bare(waiter.etag)
+                else:
+                    changed = waiter.etag is not None
                 changed = changed or waiter.fresh
                 if changed and state.present and state.record is None:
                     state.record = self._read(waiter.key)
                     self.requests += 1
                     self.stats["reads_no_metadata"] += 1
-                    if state.record is not None and state.record.etag == waiter.etag:
+                    if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
                         changed = False
                 if changed:
                     self.stats["read" if waiter.fresh else "watch_changed"] += 1
@@ -325,10 +328,9 @@ class RecordWatch:
                     return "\uffff"
                 raise
             for item in page:
-                record = record_from_metadata(
-                    item.metadata, item.etag, item.last_modified, served.at
-                )
-                states[item.name] = _State(True, item.etag, record)
+                etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
+                record = record_from_metadata(item.metadata, etag, item.last_modified, served.at)
+                states[item.name] = _State(True, etag, record)
                 if record is not None and record.status == Status.COMPLETED:
                     self.remember(item.name, record)
             if not pages.continuation_token:
@@ -369,6 +371,15 @@ class RecordWatch:
                 read_at=served.at,
             )
         return _State(True, props.etag, record)
+
+
+def _bare(etag: str | None) -> str | None:
+    """An etag without its quotes (listings give it bare, write responses quoted)."""
+    return None if etag is None else etag.strip('"')
+
+
+def _quoted(etag: str | None) -> str | None:
+    return None if etag is None else f'"{etag.strip(chr(34))}"'
 
 
 def _common_prefix(names: list[str]) -> str:
