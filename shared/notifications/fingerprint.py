@@ -184,6 +184,15 @@ class FingerprintStore(RecordStore):
     def note_run(self, seconds: float) -> None:
         self._inner().note_run(seconds)
 
+    def read(self, key: str) -> Record | None:
+        return self._checked(self._inner().read(key))
+
+    def create_first(self) -> bool:
+        return self._inner().create_first()
+
+    def note_first_look(self, completed: bool) -> None:
+        self._inner().note_first_look(completed)
+
     def _checked(self, record: Record | None) -> Record | None:
         """A stored record as the library should see it, for the delivery in scope."""
         delivery = _current.get()

@@ -114,9 +114,18 @@ class BlobRecordStore(RecordStore):
     def read(self, key: str) -> Record | None:
         """Reads of many keys at the same moment, coalesced by the watcher into one listing
         (a plain `get` while records written before namespaces may still need reading)."""
-        if legacy_window() > 0 and self._namespace_began() is not None:
+        if self._legacy_reads():
             return self.get(key)
         return self._watch().read(blob_name(self.namespace, key), key)
+
+    def note_first_look(self, completed: bool) -> None:
+        self._watch().note_first_look(completed)
+
+    def create_first(self) -> bool:
+        return not self._legacy_reads() and self._watch().create_first()
+
+    def _legacy_reads(self) -> bool:
+        return legacy_window() > 0 and self._namespace_began() is not None
 
     def known(self, key: str) -> Record | None:
         return self._watch().known(blob_name(self.namespace, key))

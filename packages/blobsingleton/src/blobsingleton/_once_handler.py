@@ -128,7 +128,15 @@ class OnceHandler:
 
     def begin(self) -> Outcome:
         """Decide what this delivery does; on EXECUTE the key is claimed for us."""
-        return self._decide_from(self.store.known(self.key) or self.store.read(self.key))
+        record = self.store.known(self.key)
+        if record is not None:
+            return self._decide_from(record)
+        if self.store.create_first():  # keys here are mostly new: the create says it all
+            outcome = self._decide_from(None)
+        else:
+            outcome = self._decide_from(self.store.read(self.key))
+        self.store.note_first_look(outcome.decision == Decision.STORED)
+        return outcome
 
     def _decide_from(self, record: Record | None) -> Outcome:
         """`_decide`, re-reading after each lost race (MAX_RACES at most).

@@ -58,6 +58,11 @@ GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
 MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
 BACKOFF = 1.5
+#: Watch ticks one waiting delivery pays for, and how many a process may save up.
+TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
+#: Below this share of first looks finding the key completed, a delivery creates its record
+#: without reading first (the create's answer says whether it existed).
+CREATE_FIRST_BELOW = 0.5
 #: Names per listing page, and pages per tick before the rest is read one by one.
 PAGE_SIZE, MAX_PAGES = 500, 2
 #: How long a completed record seen here answers duplicates without a request.
@@ -143,6 +148,13 @@ class RecordWatch:
         self._thread: threading.Thread | None = None
         self._run_s = FIRST_TICK
         self._last_arrival = 0.0
+        #: Ticks not asked for by a first read are paid for by the deliveries that wait: each
+        #: adds TICKS_PER_WAIT (up to MAX_TOKENS); without a token the next comes MAX_TICK
+        #: after the last, so a wait is never starved (a crashed run is still seen expire).
+        self._tokens = MAX_TOKENS
+        self._last_tick = 0.0
+        #: How often a first look found the key completed (recent, weighted).
+        self._completed = CREATE_FIRST_BELOW
         self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
         #: Requests this watcher made (listings and reads), for tests and benchmarks.
         self.requests = 0
@@ -158,6 +170,7 @@ class RecordWatch:
         unchanged, what was known at the deadline (None and False if nothing was learnt)."""
         with self._lock:
             pace = self._run_s
+            self._tokens = min(MAX_TOKENS, self._tokens + TICKS_PER_WAIT)
         return self._wait(
             _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )
@@ -183,6 +196,17 @@ class RecordWatch:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
         return waiter.changed, waiter.record
+
+    def note_first_look(self, completed: bool) -> None:
+        """A delivery's first look at its key found it completed (or not)."""
+        with self._lock:
+            self._completed = 0.9 * self._completed + 0.1 * (1.0 if completed else 0.0)
+
+    def create_first(self) -> bool:
+        """Whether keys here are seldom found completed: then creating first saves a read
+        (a new key is created at once; one in progress is watched either way)."""
+        with self._lock:
+            return self._completed < CREATE_FIRST_BELOW
 
     def note_run(self, seconds: float) -> None:
         """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
@@ -232,14 +256,18 @@ class RecordWatch:
                         return
                 now = time.monotonic()
                 quiet = self._last_arrival + GATHER_QUIET
+                paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
                 due = min(
-                    min(w.due, w.until, quiet) if w.fresh else min(w.due, w.until)
+                    min(w.due, w.until, quiet) if w.fresh else max(min(w.due, w.until), paid)
                     for w in self._waiters
                 )
                 if due > now:
                     self._lock.wait(due - now)
                     continue  # a new waiter may be due sooner
                 waiting = list(self._waiters)
+                if not any(w.fresh for w in waiting):
+                    self._tokens = max(0.0, self._tokens - 1.0)
+                self._last_tick = now
             self.stats["ticks"] += 1
             self.stats["tick_keys"] += len(waiting)
             try:

@@ -126,6 +126,15 @@ class RecordStore(ABC):
     def note_run(self, seconds: float) -> None:  # noqa: B027 (optional; nothing by default)
         """A run in this process took `seconds` (how a watching store paces its checks)."""
 
+    def note_first_look(self, completed: bool) -> None:  # noqa: B027 (optional)
+        """A delivery's first look at its key found it completed (or not): how a store
+        chooses `create_first`."""
+
+    def create_first(self) -> bool:
+        """Whether a delivery should try to create its record before reading it (keys here
+        are mostly new, so the create's answer says all). Default: read first."""
+        return False
+
     def read(self, key: str) -> Record | None:
         """`get` as a delivery's first look at its key: a store may answer many keys read at
         the same moment with one request. Default: `get`."""
