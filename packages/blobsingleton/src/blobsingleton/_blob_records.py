@@ -3,6 +3,10 @@
 A record is `{namespace}/{encoded key}` in the records container (see `_namespace`). Its
 JSON body is the record; blob metadata carries its `ttl`, and the service's `Last-Modified`
 and `Date` headers say when it was written and read, so its expiry is judged in storage's time.
+The metadata also carries the record's JSON (`record`, base64, when under 4 KB), so one
+listing tells the process's watcher (`_record_watch`) the state of many records: first reads
+arriving together, deliveries held while their key is in progress, lost create races. Completed
+records it has seen answer later duplicates in the process for a few seconds (`known`).
 
 Records written before names had a namespace (library 0.2: `{encoded key}` at the container's
 root) are still honoured for a window after this namespace first ran (app setting

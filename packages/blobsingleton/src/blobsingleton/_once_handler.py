@@ -18,6 +18,14 @@ can get here: any record found in progress is a lost run's and is taken over at 
 heartbeat beats (`@once(under_lease=True)`; `in_progress_timeout=0` alone only stops the
 heartbeat and makes its own records expire on sight).
 
+A delivery that finds its key BUSY can be held (`hold`): the store watches the record
+(`RecordStore.watch`; the blob store checks every key waiting in the process with one request
+per tick, `_record_watch`) and the delivery is decided again as soon as the record changes,
+or when it could expire; still busy after the hold, its busy policy applies as before. Where
+a process's keys are seldom found done, a delivery creates its record without reading it
+first (`RecordStore.create_first`); a lost create race is settled by the watcher, not a
+re-read.
+
 No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
 the storage service's time (see `_records`), so an instance whose clock is minutes off neither
 takes over a live run nor keeps a crashed one's key. The holder itself measures its own

@@ -6,6 +6,10 @@ been) and when storage served the read (`read_at`), so no instance's clock decid
 a record has expired. `expires_at` (the writer's own clock plus `ttl`) is still written, for
 people reading a record and for library versions before 0.3 during a rolling upgrade; it
 decides only for records those versions wrote, which carry no `ttl`.
+
+A store implements four operations; the rest of `RecordStore` is optional (waiting for a key
+in progress, reading many keys at once, remembering completed ones), with defaults that
+behave as a plain store: a busy delivery then gets its busy policy at once.
 """
 
 from __future__ import annotations
