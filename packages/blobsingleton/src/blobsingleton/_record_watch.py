@@ -63,8 +63,13 @@ TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
 #: Below this share of first looks finding the key completed, a delivery creates its record
 #: without reading first (the create's answer says whether it existed).
 CREATE_FIRST_BELOW = 0.5
-#: Names per listing page, and pages per tick before the rest is read one by one.
-PAGE_SIZE, MAX_PAGES = 500, 2
+#: A listing asks for LIST_SLACK names per name waiting (at most PAGE_SIZE), one page per
+#: tick; names past what it covered are read one by one. Large listings cost the service
+#: (and the client's parsing) far more than their one request suggests: on Azurite a
+#: 500-name page with metadata takes as long as some 50 single reads, a 10-name one 3.
+LIST_SLACK, PAGE_SIZE, MAX_PAGES = 4, 64, 1
+#: Fewer names than this waiting are read one by one.
+MIN_LIST = 3
 #: How long a completed record seen here answers duplicates without a request.
 REMEMBER_SECONDS = 10.0
 REMEMBER_MAX = 20_000
@@ -323,8 +328,9 @@ class RecordWatch:
         """The state of each name: one listing over their common prefix, or a read each
         (conditional on the etag `seen` for it: 304 while it is unchanged)."""
         states: dict[str, _State] = {}
-        if len(names) > 1:
-            covered_to = self._list(_common_prefix(names), names[-1], states)
+        if len(names) >= MIN_LIST:
+            page = min(PAGE_SIZE, LIST_SLACK * len(names))
+            covered_to = self._list(_common_prefix(names), names[-1], states, page)
             for name in names:
                 if name <= covered_to and name not in states:
                     states[name] = _State(False)
@@ -333,14 +339,14 @@ class RecordWatch:
             states[name] = self._get(name, seen.get(name))
         return states
 
-    def _list(self, prefix: str, last: str, states: dict[str, _State]) -> str:
+    def _list(self, prefix: str, last: str, states: dict[str, _State], page_size: int) -> str:
         """List `prefix` until `last` is covered (or MAX_PAGES); returns the highest name
         covered. Every listed name gets its state; a name not listed up to there is absent."""
         served = ServiceTime(self._container)
         pages: Any = self._container.list_blobs(
             name_starts_with=prefix,
             include=["metadata"],
-            results_per_page=PAGE_SIZE,
+            results_per_page=page_size,
             raw_response_hook=served,
         ).by_page()
         covered = ""
