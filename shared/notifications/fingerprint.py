@@ -193,6 +193,12 @@ class FingerprintStore(RecordStore):
     def note_first_look(self, completed: bool) -> None:
         self._inner().note_first_look(completed)
 
+    def note_create(self, lost: bool) -> None:
+        self._inner().note_create(lost)
+
+    def create_delay(self, key: str) -> float:
+        return self._inner().create_delay(key)
+
     def _checked(self, record: Record | None) -> Record | None:
         """A stored record as the library should see it, for the delivery in scope."""
         delivery = _current.get()

@@ -128,6 +128,12 @@ class BlobRecordStore(RecordStore):
     def create_first(self) -> bool:
         return not self._legacy_reads() and self._watch().create_first()
 
+    def note_create(self, lost: bool) -> None:
+        self._watch().note_create(lost)
+
+    def create_delay(self, key: str) -> float:
+        return self._watch().create_delay(key)
+
     def _legacy_reads(self) -> bool:
         return legacy_window() > 0 and self._namespace_began() is not None
 

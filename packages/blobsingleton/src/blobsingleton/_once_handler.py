@@ -256,7 +256,17 @@ class OnceHandler:
     def _decide(self, record: Record | None, sent_at: float) -> Outcome:
         """`sent_at`: monotonic time before the claiming write is sent (see `ensure_held`)."""
         if record is None:
-            claim = self.store.put_if_absent(self._in_progress(attempt=1))
+            delay = self.store.create_delay(self.key)
+            if delay > 0:  # creates race here: let the copy ranked first create, and watch
+                changed, latest = self.store.watch(self.key, None, time.monotonic() + delay)
+                if changed and latest is not None:
+                    return self._decide(latest, time.monotonic())
+            try:
+                claim = self.store.put_if_absent(self._in_progress(attempt=1))
+            except RecordConflict:
+                self.store.note_create(lost=True)
+                raise
+            self.store.note_create(lost=False)
             return self._claim(claim, sent_at)
         self._check_payload(record)
         if record.status == Status.COMPLETED:

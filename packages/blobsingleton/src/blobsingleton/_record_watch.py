@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -39,6 +40,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton._invocation import thread_target
+from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import TIME_RESOLUTION, ServiceTime, epoch, error_code
 
@@ -63,13 +65,17 @@ TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
 #: Below this share of first looks finding the key completed, a delivery creates its record
 #: without reading first (the create's answer says whether it existed).
 CREATE_FIRST_BELOW = 0.5
+#: Above this share of creates lost, creates wait their rank (`create_delay`).
+CONTENDED = 0.3
+#: The ranks of copies spread over this many run durations.
+SPREAD_RUNS = 4.0
 #: A listing asks for LIST_SLACK names per name waiting (at most PAGE_SIZE), one page per
 #: tick; names past what it covered are read one by one. Large listings cost the service
 #: (and the client's parsing) far more than their one request suggests: on Azurite a
 #: 500-name page with metadata takes as long as some 50 single reads, a 10-name one 3.
-LIST_SLACK, PAGE_SIZE, MAX_PAGES = 4, 64, 1
+LIST_SLACK, PAGE_SIZE, MAX_PAGES = 32, 64, 1
 #: Fewer names than this waiting are read one by one.
-MIN_LIST = 3
+MIN_LIST = 2
 #: How long a completed record seen here answers duplicates without a request.
 REMEMBER_SECONDS = 10.0
 REMEMBER_MAX = 20_000
@@ -158,6 +164,8 @@ class RecordWatch:
         #: after the last, so a wait is never starved (a crashed run is still seen expire).
         self._tokens = MAX_TOKENS
         self._last_tick = 0.0
+        #: How often a create here lost to another delivery's (recent, weighted).
+        self._lost = 0.0
         #: How often a first look found the key completed (recent, weighted).
         self._completed = CREATE_FIRST_BELOW
         self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
@@ -212,6 +220,22 @@ class RecordWatch:
         (a new key is created at once; one in progress is watched either way)."""
         with self._lock:
             return self._completed < CREATE_FIRST_BELOW
+
+    def note_create(self, lost: bool) -> None:
+        """A create here lost to another delivery's (or won)."""
+        with self._lock:
+            self._lost = 0.9 * self._lost + 0.1 * (1.0 if lost else 0.0)
+
+    def create_delay(self, key: str) -> float:
+        """Where creates often lose (copies of one event arrive together), a delay before
+        creating: this instance's rank for `key` (a hash of both, the same in every process
+        of an instance, different across instances) times SPREAD_RUNS run durations; else 0."""
+        with self._lock:
+            if self._lost < CONTENDED:
+                return 0.0
+            spread = SPREAD_RUNS * self._run_s
+        digest = hashlib.sha256(f"{instance_id()}/{key}".encode()).digest()
+        return spread * int.from_bytes(digest[:2], "big") / 65536.0
 
     def note_run(self, seconds: float) -> None:
         """A run in this process took `seconds`: the pace of the first tick after a wait starts."""

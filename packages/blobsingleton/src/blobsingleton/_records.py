@@ -134,6 +134,14 @@ class RecordStore(ABC):
         """A delivery's first look at its key found it completed (or not): how a store
         chooses `create_first`."""
 
+    def note_create(self, lost: bool) -> None:  # noqa: B027 (optional)
+        """A create of a new record here won, or lost to another delivery's."""
+
+    def create_delay(self, key: str) -> float:
+        """Seconds a delivery that found `key` absent waits (watching) before creating it,
+        so that where creates race, one copy creates and the others see it. Default 0."""
+        return 0.0
+
     def create_first(self) -> bool:
         """Whether a delivery should try to create its record before reading it (keys here
         are mostly new, so the create's answer says all). Default: read first."""

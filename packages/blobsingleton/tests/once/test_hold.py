@@ -180,3 +180,23 @@ def test_a_record_deleted_here_is_no_longer_answered_from_memory(storage_env: st
     assert record is not None and record.etag is not None
     store.delete("forget-1", record.etag)  # what `ops reset` does
     assert work(1) == 1 and runs == [1, 1]
+
+
+def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
+    storage_env: str,
+) -> None:
+    store = BlobRecordStore()
+    store.read("warm")
+    watch = store._watch()
+    watch._lost, watch._run_s = 1.0, 0.5  # creates here have been losing; runs take 0.5 s
+    key = next(k for k in (f"ranked-{i}" for i in range(200)) if store.create_delay(k) > 1.0)
+    assert store.create_delay(key) == store.create_delay(key) <= 4 * 0.5  # a fixed rank
+    handler = OnceHandler(store, key, in_progress_timeout=60.0)
+    outcome: list[Any] = []
+    copy = threading.Thread(target=lambda: outcome.append(handler._decide_from(None)))
+    request_counter.reset()
+    copy.start()
+    crashed_run(store, key, 60.0, owner="ranked-first")  # the copy ranked first creates it
+    copy.join(10)
+    assert outcome[0].decision == Decision.BUSY and outcome[0].record.owner == "ranked-first"
+    assert request_counter.by_method().get("PUT") == 1  # only the first copy's create
