@@ -2,7 +2,9 @@
 
 Measures, steady state with no contention (containers and lock blobs exist):
 - a `@singleton` invocation (acquire with fencing token, release);
-- a first `@once` run, and a duplicate of a completed key;
+- a first `@once` run, and a duplicate of a completed key: in the process that completed it
+  (answered from memory), in another process that sees mostly duplicates (it reads first),
+  and in one that was running new keys (it creates first, then learns the key is done);
 - the request sequence of WebJobs' Function-mode `[Singleton]` (HEAD, Acquire, HEAD, Set
   Metadata, Release), replayed with the same SDK for comparison;
 - what holding a lease costs per minute (renewals every period/3, plus the owner record).
@@ -21,6 +23,7 @@ from typing import Any
 import azure.functions as func
 from azure.core.exceptions import ResourceExistsError
 from blobsingleton import BlobLease, once, singleton
+from blobsingleton._record_watch import forget_known
 
 from bench import alternatives
 from bench._storage import azurite_storage
@@ -49,6 +52,27 @@ def _per_call(fn: Any, iterations: int) -> float:
 
 def _message(field: str, value: str) -> func.QueueMessage:
     return func.QueueMessage(id=value, body=json.dumps({field: value}).encode())
+
+
+def _elsewhere(deliver: Any, event_id: str) -> float:
+    """Requests of one duplicate in a process that never saw the key done (its memory of
+    completed records cleared), right after that process ran new keys (so it creates first)."""
+    forget_known()
+    return _per_call(lambda i: deliver(_message("event_id", event_id)), 1)
+
+
+def _duplicates_elsewhere(deliver: Any, iterations: int) -> float:
+    """Requests per duplicate in a process that sees mostly duplicates (it reads first), the
+    record never seen there before: after a few duplicates (not counted) to get there."""
+    for i in range(10):
+        forget_known()
+        deliver(_message("event_id", f"e{i % iterations}"))
+
+    def one(i: int) -> None:
+        forget_known()
+        deliver(_message("event_id", f"e{i}"))
+
+    return _per_call(one, iterations)
 
 
 def _webjobs_singleton_sequence(key: str) -> None:
@@ -118,7 +142,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 lambda i: guarded_polling(_message("account", "A")), n
             ),
             "once_first_run": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
-            "once_duplicate": _per_call(lambda i: deliver(_message("event_id", f"e{i}")), n),
+            "once_duplicate_same_process": _per_call(
+                lambda i: deliver(_message("event_id", f"e{i}")), n
+            ),
+            "once_duplicate_after_new_keys": _elsewhere(deliver, "e0"),
+            "once_duplicate": _duplicates_elsewhere(deliver, n),
             "webjobs_function_singleton": _per_call(lambda i: _webjobs_singleton_sequence("k"), n),
         }
         result["alternatives"] = _alternatives(n)

@@ -3,9 +3,13 @@
 Each instance is a process reading its own queue (one subscription per instance), handling
 messages 16 at a time like the host's batch, guarding the "email" (a 20 ms sleep, recorded
 with its time) with one alternative. Busy deliveries are re-queued with a 5 s delay, as the
-host's deferral does. Reported per alternative: duplicates and missing emails, enqueue→email
-p50/p99, queue and blob requests per event (counted at each client's HTTP pipeline),
-deferrals per event, wall time and its ratio to the unguarded run in the same invocation.
+host's deferral does (ours holds a busy delivery in its process first, `@once(hold_busy=...)`,
+so only one still busy after the hold is re-queued). Reported per alternative: duplicates and
+missing emails, enqueue->email p50/p99, queue and blob requests per event (counted at each
+client's HTTP pipeline), deferrals per event, what ours' per-process watcher did per event
+(`watcher_per_event`: first reads answered, listing pages, single reads, records answered from
+memory), wall time and its ratio to the unguarded run in the same invocation, and each of
+issue 22's targets checked (`targets_checked`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
+from blobsingleton._record_watch import watch_stats
 
 from bench import alternatives
 from bench._storage import azurite_storage, counted_account, percentile
@@ -29,7 +34,19 @@ from devhost.request_counting import RequestCounter
 
 BATCH = 16
 DEFER_SECONDS = 5
-TARGETS = {"ours_duplicates": 0, "wall_vs_unguarded": 1.5, "ours_blob_requests_per_event": 12}
+#: Issue 22's storm targets. The wall-time ratio is judged at 8 instances and more (one
+#: instance has no duplicates to settle: there the guard's two writes are all it adds); the
+#: request budget is 4 per event for one instance, 10 for more; latency is judged against the
+#: Powertools-style alternative when it ran in the same invocation.
+TARGETS = {
+    "ours_duplicates": 0,
+    "ours_missing": 0,
+    "wall_vs_unguarded": 1.5,
+    "wall_judged_from_instances": 8,
+    "ours_blob_requests_per_event": 10,
+    "ours_blob_requests_per_event_one_instance": 4,
+    "latency_p50_vs_powertools": 1.5,
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +114,7 @@ def _instance(
             "blob_requests": blob_counter.total(),
             "queue_requests": queue_counter.total(),
             "blob_by_method": blob_counter.by_method(),
+            "watch": watch_stats(),
         }
     )
 
@@ -159,8 +177,10 @@ def _storm(
     per_event = Counter(e[0] for e in emails)
     latencies = [sent_at - enqueued_at for _, enqueued_at, sent_at in emails]
     methods: Counter[str] = Counter()
+    watched: Counter[str] = Counter()
     for r in reports:
         methods.update(r["blob_by_method"])
+        watched.update(r["watch"])
     return {
         "emails": len(emails),
         "duplicates": len(emails) - len(per_event),
@@ -173,9 +193,32 @@ def _storm(
             m: round(c / events, 2) for m, c in sorted(methods.items())
         },
         "deferrals_per_event": round(sum(r["deferrals"] for r in reports) / events, 3),
+        "watcher_per_event": {k: round(v / events, 2) for k, v in sorted(watched.items())},
         "wall_s": round(elapsed, 2),
         "drained": drained,
     }
+
+
+def _checks(result: dict[str, Any], ours: dict[str, Any], instances: int) -> dict[str, bool]:
+    """Each target that applies to this run, and whether it was met."""
+    budget = TARGETS[
+        "ours_blob_requests_per_event_one_instance" if instances == 1
+        else "ours_blob_requests_per_event"
+    ]  # fmt: skip
+    checks = {
+        "no_duplicates": ours["duplicates"] == TARGETS["ours_duplicates"],
+        "none_missing": ours["missing"] == TARGETS["ours_missing"],
+        "blob_requests_per_event": ours["blob_requests_per_event"] <= budget,
+    }
+    if instances >= TARGETS["wall_judged_from_instances"] and "ours_wall_vs_unguarded" in result:
+        checks["wall_vs_unguarded"] = (
+            result["ours_wall_vs_unguarded"] <= TARGETS["wall_vs_unguarded"]
+        )
+    if "ours_latency_p50_vs_powertools" in result:
+        checks["latency_p50_vs_powertools"] = (
+            result["ours_latency_p50_vs_powertools"] <= TARGETS["latency_p50_vs_powertools"]
+        )
+    return checks
 
 
 def _r(value: float | None) -> float | None:
@@ -207,13 +250,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "ours" in results and "none" in results:
         ratio = results["ours"]["wall_s"] / max(results["none"]["wall_s"], 0.001)
         result["ours_wall_vs_unguarded"] = round(ratio, 2)
-    if "ours" in results:
-        ours = results["ours"]
-        result["targets"] = TARGETS
-        result["targets_met"] = (
-            ours["duplicates"] == 0
-            and ours["missing"] == 0
-            and ours["blob_requests_per_event"] <= TARGETS["ours_blob_requests_per_event"]
-            and result.get("ours_wall_vs_unguarded", 0) <= TARGETS["wall_vs_unguarded"]
+    if "ours" in results and "powertools" in results:
+        ratio = (results["ours"]["latency_p50_s"] or 0) / max(
+            results["powertools"]["latency_p50_s"] or 0, 0.001
         )
+        result["ours_latency_p50_vs_powertools"] = round(ratio, 2)
+    if "ours" in results:
+        result["targets"] = TARGETS
+        result["targets_checked"] = checks = _checks(result, results["ours"], args.instances)
+        result["targets_met"] = all(checks.values())
     return result

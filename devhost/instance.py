@@ -140,4 +140,5 @@ class Instance:
             **self.stats.snapshot(),
             "host_storage_requests": self.host_counter.total(),
             "app_storage_requests": request_counter.total(),
+            "app_blob_requests": request_counter.blob_total(),
         }

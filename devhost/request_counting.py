@@ -7,14 +7,43 @@ built from settings (`blobsingleton.config.set_client_options`); the SDK calls i
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import blobsingleton.config
 from blobsingleton.testing import RequestCounter
 
-__all__ = ["RequestCounter", "install", "request_counter"]
+__all__ = ["RequestCounter", "ServiceRequestCounter", "install", "request_counter"]
+
+
+class ServiceRequestCounter(RequestCounter):
+    """A `RequestCounter` that also counts blob requests apart, by the SDK that sent each one
+    (its User-Agent names the blob, queue or table package), whatever endpoint it went to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blob = 0
+        self._blob_lock = threading.Lock()
+
+    def __call__(self, request: Any) -> None:
+        super().__call__(request)
+        agent = str(request.http_request.headers.get("User-Agent", ""))
+        if "storage-blob" in agent:
+            with self._blob_lock:
+                self._blob += 1
+
+    def blob_total(self) -> int:
+        with self._blob_lock:
+            return self._blob
+
+    def reset(self) -> None:
+        super().reset()
+        with self._blob_lock:
+            self._blob = 0
 
 
 #: Counts the requests of every client built from app settings, once `install()` ran.
-request_counter = RequestCounter()
+request_counter = ServiceRequestCounter()
 
 
 def install() -> RequestCounter:

@@ -84,6 +84,8 @@ class Totals:
     in_flight: int
     host_storage_requests: int
     app_storage_requests: int
+    #: Of the app's requests, those sent by the blob SDK.
+    app_blob_requests: int = 0
 
     @property
     def total_invocations(self) -> int:
@@ -103,6 +105,7 @@ class Totals:
             "in_flight": self.in_flight,
             "host_storage_requests": self.host_storage_requests,
             "app_storage_requests": self.app_storage_requests,
+            "app_blob_requests": self.app_blob_requests,
         }
 
 
@@ -110,7 +113,7 @@ def sum_reports(reports: list[dict[str, Any]]) -> Totals:
     invocations: Counter[str] = Counter()
     successes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
-    poisoned = in_flight = host = app = 0
+    poisoned = in_flight = host = app = blob = 0
     for report in reports:
         invocations.update(report.get("invocations", {}))
         successes.update(report.get("successes", {}))
@@ -119,8 +122,9 @@ def sum_reports(reports: list[dict[str, Any]]) -> Totals:
         in_flight += report.get("in_flight", 0)
         host += report.get("host_storage_requests", 0)
         app += report.get("app_storage_requests", 0)
+        blob += report.get("app_blob_requests", 0)
     return Totals(
-        dict(invocations), dict(successes), dict(failures), poisoned, in_flight, host, app
+        dict(invocations), dict(successes), dict(failures), poisoned, in_flight, host, app, blob
     )
 
 

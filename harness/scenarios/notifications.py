@@ -39,6 +39,8 @@ class NotificationsReport:
     poisoned: int
     app_storage_requests: int
     app_requests_per_event: float
+    #: Of the app's requests, blob requests (run-once records, outbox writes) per event.
+    app_blob_requests_per_event: float
     host_storage_requests: int
     host_requests_per_event: float
     elapsed_s: float
@@ -67,7 +69,8 @@ class NotificationsReport:
             f"  invocations        {self.invocations} ({self.failed_invocations} failed), "
             f"deferrals {self.deferrals}, poisoned {self.poisoned}",
             f"  storage requests   app {self.app_storage_requests} "
-            f"({self.app_requests_per_event:.1f}/event), host {self.host_storage_requests} "
+            f"({self.app_requests_per_event:.1f}/event, blob {self.app_blob_requests_per_event:.1f}"
+            f"/event), host {self.host_storage_requests} "
             f"({self.host_requests_per_event:.1f}/event)",
             f"  time               {self.elapsed_s:.1f} s ({self.events_per_s:.1f} events/s)"
             + ("" if self.drained else "  -- queues did NOT drain before the timeout"),
@@ -169,6 +172,7 @@ def run(
         poisoned=poisoned,
         app_storage_requests=totals.app_storage_requests,
         app_requests_per_event=round(totals.app_storage_requests / max(events, 1), 2),
+        app_blob_requests_per_event=round(totals.app_blob_requests / max(events, 1), 2),
         host_storage_requests=totals.host_storage_requests,
         host_requests_per_event=round(totals.host_storage_requests / max(events, 1), 2),
         elapsed_s=round(result.elapsed_s, 2),

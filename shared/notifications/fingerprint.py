@@ -170,7 +170,37 @@ class FingerprintStore(RecordStore):
         return BlobRecordStore()
 
     def get(self, key: str) -> Record | None:
-        record = self._inner().get(key)
+        return self._checked(self._inner().get(key))
+
+    can_watch = True
+
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        changed, record = self._inner().watch(key, etag, until)
+        return changed, self._checked(record)
+
+    def known(self, key: str) -> Record | None:
+        return self._checked(self._inner().known(key))
+
+    def note_run(self, seconds: float) -> None:
+        self._inner().note_run(seconds)
+
+    def read(self, key: str) -> Record | None:
+        return self._checked(self._inner().read(key))
+
+    def create_first(self) -> bool:
+        return self._inner().create_first()
+
+    def note_first_look(self, completed: bool) -> None:
+        self._inner().note_first_look(completed)
+
+    def note_create(self, lost: bool) -> None:
+        self._inner().note_create(lost)
+
+    def create_delay(self, key: str) -> float:
+        return self._inner().create_delay(key)
+
+    def _checked(self, record: Record | None) -> Record | None:
+        """A stored record as the library should see it, for the delivery in scope."""
         delivery = _current.get()
         if record is None or delivery is None:
             return record

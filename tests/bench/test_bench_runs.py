@@ -24,6 +24,10 @@ def test_storm_ours_sends_each_event_once_and_no_guard_sends_each_to_every_insta
         assert row["latency_p50_s"] <= row["latency_p99_s"]
         assert row["queue_requests_per_event"] > 0
     assert result["ours_wall_vs_unguarded"] > 0
+    checked = result["targets_checked"]
+    assert {"no_duplicates", "none_missing", "blob_requests_per_event"} <= set(checked)
+    assert "wall_vs_unguarded" not in checked  # judged from 8 instances
+    assert result["targets_met"] == all(checked.values())
 
 
 def test_failover_sigterm_hands_over_sooner_than_webjobs_polling(bench_env: str) -> None:

@@ -3,6 +3,10 @@
 A record is `{namespace}/{encoded key}` in the records container (see `_namespace`). Its
 JSON body is the record; blob metadata carries its `ttl`, and the service's `Last-Modified`
 and `Date` headers say when it was written and read, so its expiry is judged in storage's time.
+The metadata also carries the record's JSON (`record`, base64, when under 4 KB), so one
+listing tells the process's watcher (`_record_watch`) the state of many records: first reads
+arriving together, deliveries held while their key is in progress, lost create races. Completed
+records it has seen answer later duplicates in the process for a few seconds (`known`).
 
 Records written before names had a namespace (library 0.2: `{encoded key}` at the container's
 root) are still honoured for a window after this namespace first ran (app setting
@@ -28,6 +32,7 @@ from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, encode_key
 from blobsingleton._namespace import namespace as resolve_namespace
+from blobsingleton._record_watch import RecordWatch, record_metadata, watch_for
 from blobsingleton._records import Record, RecordStore
 from blobsingleton._storage import (
     TIME_RESOLUTION,
@@ -93,9 +98,50 @@ class BlobRecordStore(RecordStore):
     def get(self, key: str) -> Record | None:
         record, served_at = self._read(self._blob(key))
         if record is not None or served_at is None or not self._legacy_open(served_at):
+            self._watch().remember(blob_name(self.namespace, key), record)
             return record
         legacy, _ = self._read(self._container.get_blob_client(encode_key(key)))
         return None if legacy is None else self._adopt(legacy)
+
+    # -- waiting for keys in progress elsewhere (`_record_watch`) ------------------------------
+    can_watch = True
+
+    def _watch(self) -> RecordWatch:
+        return watch_for(self._container, self.namespace, self._read_key)
+
+    def _read_key(self, key: str) -> Record | None:
+        return self._read(self._blob(key))[0]
+
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        return self._watch().watch(blob_name(self.namespace, key), key, etag, until)
+
+    def read(self, key: str) -> Record | None:
+        """Reads of many keys at the same moment, coalesced by the watcher into one listing
+        (a plain `get` while records written before namespaces may still need reading)."""
+        if self._legacy_reads():
+            return self.get(key)
+        return self._watch().read(blob_name(self.namespace, key), key)
+
+    def note_first_look(self, completed: bool) -> None:
+        self._watch().note_first_look(completed)
+
+    def create_first(self) -> bool:
+        return not self._legacy_reads() and self._watch().create_first()
+
+    def note_create(self, lost: bool) -> None:
+        self._watch().note_create(lost)
+
+    def create_delay(self, key: str) -> float:
+        return self._watch().create_delay(key)
+
+    def _legacy_reads(self) -> bool:
+        return legacy_window() > 0 and self._namespace_began() is not None
+
+    def known(self, key: str) -> Record | None:
+        return self._watch().known(blob_name(self.namespace, key))
+
+    def note_run(self, seconds: float) -> None:
+        self._watch().note_run(seconds)
 
     def put_if_absent(self, record: Record) -> Record:
         blob = self._blob(record.key)
@@ -117,9 +163,12 @@ class BlobRecordStore(RecordStore):
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
             )
-        return _written(record, props)
+        written = _written(record, props)
+        self._watch().remember(blob_name(self.namespace, record.key), written)
+        return written
 
     def delete(self, key: str, etag: str) -> None:
+        self._watch().remember(blob_name(self.namespace, key), None)
         with _translated("delete run-once record"):
             self._blob(key).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
 
@@ -213,7 +262,9 @@ class BlobRecordStore(RecordStore):
 
 
 def _metadata(record: Record) -> dict[str, str]:
-    return {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
+    """`ttl`, and the record's JSON when it is small (so a listing carries it, `_record_watch`)."""
+    carried = record_metadata(record.to_json()) if record.ttl is not None else {}
+    return carried if record.ttl is None else {"ttl": repr(float(record.ttl)), **carried}
 
 
 def _latest(moment: Any) -> float | None:

@@ -47,6 +47,9 @@ log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: How long a delivery that finds its key in progress is held, watching, before its policy.
+DEFAULT_HOLD_BUSY = 3.0
+
 _current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
     "once_run", default=None
 )
@@ -71,17 +74,23 @@ def _seconds(value: float | timedelta) -> float:
 class _RecordGuard(Guard):
     """One invocation's run-once record: claimed before the body, completed or freed after."""
 
-    def __init__(self, handler: OnceHandler, function: str, wait_timeout: float) -> None:
+    def __init__(
+        self, handler: OnceHandler, function: str, wait_timeout: float, hold: float
+    ) -> None:
         self.handler = handler
         self.function = function
         self.wait_timeout = wait_timeout
+        self.hold = hold
 
     def enter(self, wait: bool) -> Admission:
         handler = self.handler
-        return self._admission(handler.wait(self.wait_timeout) if wait else handler.begin())
+        if wait:
+            return self._admission(handler.wait(self.wait_timeout, hold=self.hold))
+        return self._admission(handler.hold(handler.begin(), self.hold))
 
     async def enter_async(self, wait: bool) -> Admission:
-        outcome = await self.handler.begin_async(self.wait_timeout if wait else 0.0)
+        timeout = self.wait_timeout if wait else 0.0
+        outcome = await self.handler.begin_async(timeout, hold=self.hold)
         return self._admission(outcome)
 
     def _admission(self, outcome: Outcome) -> Admission:
@@ -131,6 +140,7 @@ def once(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
     under_lease: bool = False,
+    hold_busy: float | None = None,
 ) -> MaybeSkipped:
     """Run the decorated function's work once per resolved `key` while its record lives.
 
@@ -152,8 +162,19 @@ def once(
     whoever gets here holds the lease and a record still in progress belongs to a run that
     lost it (crashed, or paused past its lease and fenced off): it is taken over at once, with
     no heartbeat and no in-progress timeout to wait out.
+    `hold_busy`: seconds a delivery that finds its key in progress stays in its process,
+    watching the record, before `on_in_progress` applies (default `DEFAULT_HOLD_BUSY`, 3 s,
+    for DEFER, WAIT and callables; 0 for SKIP). It learns the run it waits for finished about
+    when that run does (the watcher checks every waiting key of the process with one request
+    per tick, paced by how long runs take here) and returns its stored result; a run still
+    going after the hold is re-queued for when its record could expire, as before.
     """
     check_policy(on_in_progress, queue)
+    if hold_busy is None:
+        hold_busy = 0.0 if on_in_progress == Busy.SKIP else DEFAULT_HOLD_BUSY
+    if hold_busy < 0:
+        raise ValueError(f"hold_busy must be at least 0 seconds, not {hold_busy!r}")
+    hold_s = min(hold_busy, wait_timeout) if on_in_progress == Busy.WAIT else hold_busy
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
     if under_lease:
         in_progress_s = 0.0  # the lease is the liveness signal
@@ -172,7 +193,7 @@ def once(
                 retention=retention_s,
                 under_lease=under_lease,
             )
-            return _RecordGuard(handler, fn.__name__, wait_timeout)
+            return _RecordGuard(handler, fn.__name__, wait_timeout, hold_s)
 
         return guarded(fn, make_guard, busy)
 

@@ -18,6 +18,14 @@ can get here: any record found in progress is a lost run's and is taken over at 
 heartbeat beats (`@once(under_lease=True)`; `in_progress_timeout=0` alone only stops the
 heartbeat and makes its own records expire on sight).
 
+A delivery that finds its key BUSY can be held (`hold`): the store watches the record
+(`RecordStore.watch`; the blob store checks every key waiting in the process with one request
+per tick, `_record_watch`) and the delivery is decided again as soon as the record changes,
+or when it could expire; still busy after the hold, its busy policy applies as before. Where
+a process's keys are seldom found done, a delivery creates its record without reading it
+first (`RecordStore.create_first`); a lost create race is settled by the watcher, not a
+re-read.
+
 No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
 the storage service's time (see `_records`), so an instance whose clock is minutes off neither
 takes over a live run nor keeps a crashed one's key. The holder itself measures its own
@@ -27,6 +35,7 @@ deadline on its monotonic clock from when it sent its last successful write (`en
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -53,6 +62,9 @@ MAX_RACES = 5
 
 #: The default `in_progress_timeout`: how long a crashed run holds its key at most.
 DEFAULT_IN_PROGRESS_TIMEOUT = 15.0
+
+#: How long a delivery that lost a create race waits for the winner's record to show.
+LOST_RACE_WAIT = 2.0
 
 #: Beats per timeout: a beat may be late by two intervals (slow storage) and still land in time.
 BEATS_PER_TIMEOUT = 3
@@ -124,34 +136,89 @@ class OnceHandler:
 
     def begin(self) -> Outcome:
         """Decide what this delivery does; on EXECUTE the key is claimed for us."""
-        record = self.store.get(self.key)
+        record = self.store.known(self.key)
+        if record is not None:
+            return self._decide_from(record)
+        if self.store.create_first():  # keys here are mostly new: the create says it all
+            outcome = self._decide_from(None)
+        else:
+            outcome = self._decide_from(self.store.read(self.key))
+        self.store.note_first_look(outcome.decision == Decision.STORED)
+        return outcome
+
+    def _decide_from(self, record: Record | None) -> Outcome:
+        """`_decide`, re-reading after each lost race (MAX_RACES at most).
+
+        A lost create race (the record appeared since it was read absent) is not re-read at
+        once: a store that watches learns what the winner wrote at its next tick, with every
+        other key waiting in this process (`RecordStore.watch`)."""
         for _ in range(MAX_RACES):
             try:
                 return self._decide(record, time.monotonic())
             except RecordConflict:
+                if record is None and self.store.can_watch:
+                    until = time.monotonic() + LOST_RACE_WAIT
+                    changed, record = self.store.watch(self.key, None, until)
+                    if changed:
+                        continue
                 record = self.store.get(self.key)
         raise RecordConflict(f"run-once key {self.key!r}: lost {MAX_RACES} races in a row")
 
-    def wait(self, timeout: float, poll_interval: float = 1.0) -> Outcome:
-        """`begin`, polling while another delivery is in progress, up to `timeout` seconds."""
+    def hold(self, outcome: Outcome, seconds: float) -> Outcome:
+        """A BUSY `outcome`, held up to `seconds` in this process while the store watches the
+        record (one request per tick for every key waiting here, see `_record_watch`): decided
+        again as soon as the record changes (completed: STORED; freed: claimed), and at the
+        latest when it could expire (a crashed run's takeover). Still BUSY after `seconds`, it
+        is returned as of then, so `retry_after` counts from the end of the hold."""
+        if outcome.decision != Decision.BUSY or seconds <= 0 or not self.store.can_watch:
+            return outcome
+        started = seen = time.monotonic()
+        deadline = started + seconds
+        while outcome.decision == Decision.BUSY:
+            record = outcome.record
+            expiry = seen + max(0.0, record.remaining(self.clock()))
+            now = time.monotonic()
+            if now >= deadline:
+                return Outcome(Decision.BUSY, _aged(record, now - seen))
+            changed, latest = self.store.watch(self.key, record.etag, min(deadline, expiry))
+            if changed:
+                outcome, seen = self._decide_from(latest), time.monotonic()
+            elif time.monotonic() >= expiry:
+                # Unchanged until it could expire: read it, and take over if it did.
+                outcome, seen = self.begin(), time.monotonic()
+        return outcome
+
+    def wait(self, timeout: float, poll_interval: float = 1.0, hold: float = 0.0) -> Outcome:
+        """`begin`, polling while another delivery is in progress, up to `timeout` seconds
+        (watching the record, up to `hold` of them, where the store can)."""
         deadline = time.monotonic() + timeout
-        outcome = self.begin()
+        outcome = self.hold(self.begin(), min(hold, timeout))
         while outcome.decision == Decision.BUSY and time.monotonic() < deadline:
             time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
             outcome = self.begin()
         return outcome
 
-    async def begin_async(self, wait: float = 0.0, poll_interval: float = 1.0) -> Outcome:
-        """`begin` (polling up to `wait` s while BUSY) without blocking the event loop.
+    async def begin_async(
+        self, wait: float = 0.0, poll_interval: float = 1.0, hold: float = 0.0
+    ) -> Outcome:
+        """`begin` (held up to `hold` s, then polling up to `wait` s while BUSY) without
+        blocking the event loop.
 
         Cancelled, it claims nothing: a claim its request made after the task was gone is freed.
         """
         deadline = time.monotonic() + wait
+        held = hold
         while True:
-            outcome = await off_loop(self.begin, undo=self._free_if_claimed)
+            outcome = await off_loop(
+                functools.partial(self._begin_held, held), undo=self._free_if_claimed
+            )
+            held = 0.0
             if outcome.decision != Decision.BUSY or time.monotonic() >= deadline:
                 return outcome
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    def _begin_held(self, hold: float) -> Outcome:
+        return self.hold(self.begin(), hold)
 
     def _free_if_claimed(self, outcome: Outcome) -> None:
         if outcome.decision == Decision.EXECUTE:
@@ -168,6 +235,7 @@ class OnceHandler:
         )
         try:
             self.store.replace(done, claimed.etag or "")
+            self.store.note_run(max(0.0, self.clock() - done.started_at))
             emit("completed", key=self.key, duration_s=self.clock() - done.started_at)
         except RecordConflict:
             log.warning(
@@ -188,7 +256,17 @@ class OnceHandler:
     def _decide(self, record: Record | None, sent_at: float) -> Outcome:
         """`sent_at`: monotonic time before the claiming write is sent (see `ensure_held`)."""
         if record is None:
-            claim = self.store.put_if_absent(self._in_progress(attempt=1))
+            delay = self.store.create_delay(self.key)
+            if delay > 0:  # creates race here: let the copy ranked first create, and watch
+                changed, latest = self.store.watch(self.key, None, time.monotonic() + delay)
+                if changed and latest is not None:
+                    return self._decide(latest, time.monotonic())
+            try:
+                claim = self.store.put_if_absent(self._in_progress(attempt=1))
+            except RecordConflict:
+                self.store.note_create(lost=True)
+                raise
+            self.store.note_create(lost=False)
             return self._claim(claim, sent_at)
         self._check_payload(record)
         if record.status == Status.COMPLETED:
@@ -316,6 +394,13 @@ class OnceHandler:
 
     def busy_error(self, record: Record) -> AlreadyInProgress:
         return AlreadyInProgress(self.key, record.expires_at)
+
+
+def _aged(record: Record, seconds: float) -> Record:
+    """`record` as it stands `seconds` after it was read, unchanged (less time left)."""
+    if record.read_at is None:
+        return record
+    return record.with_(read_at=record.read_at + seconds)
 
 
 def _jsonable(result: Any) -> Any:

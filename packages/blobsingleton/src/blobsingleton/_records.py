@@ -6,6 +6,10 @@ been) and when storage served the read (`read_at`), so no instance's clock decid
 a record has expired. `expires_at` (the writer's own clock plus `ttl`) is still written, for
 people reading a record and for library versions before 0.3 during a rolling upgrade; it
 decides only for records those versions wrote, which carry no `ttl`.
+
+A store implements four operations; the rest of `RecordStore` is optional (waiting for a key
+in progress, reading many keys at once, remembering completed ones), with defaults that
+behave as a plain store: a busy delivery then gets its busy policy at once.
 """
 
 from __future__ import annotations
@@ -106,3 +110,44 @@ class RecordStore(ABC):
     @abstractmethod
     def delete(self, key: str, etag: str) -> None:
         """Delete the record if it still has `etag`; `RecordConflict` otherwise."""
+
+    # -- optional: waiting for many keys at once (a store without it re-queues busy copies) ----
+    #: Whether `watch` waits for a change (else a busy delivery gets its busy policy at once).
+    can_watch: bool = False
+
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        """Wait until the record of `key` no longer has `etag` (None: until it exists), at the
+        latest until the monotonic time `until`. Returns (changed, record): when changed, the
+        record now (None: deleted); when not, the latest known record or None if none was
+        learnt. The default learns nothing: (False, None) at once."""
+        return False, None
+
+    def known(self, key: str) -> Record | None:
+        """A completed, unexpired record of `key` this process saw lately, without a request
+        (None: ask storage)."""
+        return None
+
+    def note_run(self, seconds: float) -> None:  # noqa: B027 (optional; nothing by default)
+        """A run in this process took `seconds` (how a watching store paces its checks)."""
+
+    def note_first_look(self, completed: bool) -> None:  # noqa: B027 (optional)
+        """A delivery's first look at its key found it completed (or not): how a store
+        chooses `create_first`."""
+
+    def note_create(self, lost: bool) -> None:  # noqa: B027 (optional)
+        """A create of a new record here won, or lost to another delivery's."""
+
+    def create_delay(self, key: str) -> float:
+        """Seconds a delivery that found `key` absent waits (watching) before creating it,
+        so that where creates race, one copy creates and the others see it. Default 0."""
+        return 0.0
+
+    def create_first(self) -> bool:
+        """Whether a delivery should try to create its record before reading it (keys here
+        are mostly new, so the create's answer says all). Default: read first."""
+        return False
+
+    def read(self, key: str) -> Record | None:
+        """`get` as a delivery's first look at its key: a store may answer many keys read at
+        the same moment with one request. Default: `get`."""
+        return self.get(key)

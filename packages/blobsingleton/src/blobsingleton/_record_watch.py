@@ -1,0 +1,494 @@
+"""One watcher per process and records namespace: many keys' records, one request per tick.
+
+A delivery that finds its key in progress elsewhere is held in its process for a moment
+(`@once(hold_busy=...)`) instead of being re-queued at once, and registers here with the etag
+it saw. One thread per namespace asks storage for every key waiting in the process at once:
+a List Blobs (with metadata) over the longest common prefix of their blob names when two or
+more wait (at most `PAGE_SIZE` names, one page), a conditional GET (If-None-Match: the etag
+seen; 304 while nothing changed) for a lone key and for any name the listing did not reach,
+so keys without a common prefix (random ids) cost no more than reading them. A record's JSON
+travels in its blob metadata (`record`, base64; see `_blob_records`), so a listing says what
+each record now is without reading the bodies. The same ticks answer first reads arriving
+together (`read`: gathered for `GATHER_QUIET` to `GATHER_MAX` seconds) and deliveries that
+lost a create race.
+
+Pacing: a held delivery's first tick comes one typical run duration (this process's recent
+runs, `note_run`) after it starts waiting, later ones back off to `MAX_TICK`. Ticks no first
+read asked for are paid by waiting deliveries (`TICKS_PER_WAIT` each); without a token the
+next comes `MAX_TICK` after the last, so a wait is never starved and a crashed run's record is
+still seen to expire. A waiter is released as soon as its record differs from what it saw
+(completed, deleted by a failed run, taken over), or at its deadline with the record as it was.
+
+The watcher also keeps what the handler adapts to: how often first looks here find keys
+already done (few: create without reading first, `create_first`) and how often creates lose
+(many: copies of one event arrive together, so a copy waits its rank before creating,
+`create_delay`, and the copy ranked first creates while the others see its record).
+
+Completed records the watcher sees (its listings cover neighbours too, and this process's own
+writes) are remembered for `REMEMBER_SECONDS` (never past their own expiry), so a later
+duplicate in this process is answered without a request (`known`). A delete in this process
+forgets at once; an operator's reset of a key (`ops reset`) from elsewhere is therefore seen
+by a process that remembered it at most that long after.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError
+
+from blobsingleton._invocation import thread_target
+from blobsingleton._owner import instance_id
+from blobsingleton._records import Record, Status
+from blobsingleton._storage import TIME_RESOLUTION, ServiceTime, epoch, error_code
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
+
+log = logging.getLogger("blobsingleton")
+
+#: Metadata key holding the record's JSON (base64), so a listing carries it.
+RECORD_METADATA = "record"
+#: Records whose JSON is longer are written without it (a listing then costs one read).
+MAX_METADATA_RECORD = 4096
+#: A first read is sent once no other arrived for GATHER_QUIET s, or GATHER_MAX s after it
+#: arrived, with every read that arrived meanwhile; READ_TIMEOUT bounds the wait for an answer.
+GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
+#: Bounds of the pace between ticks (seconds).
+MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
+#: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
+BACKOFF = 1.5
+#: Watch ticks one waiting delivery pays for, and how many a process may save up.
+TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
+#: Below this share of first looks finding the key completed, a delivery creates its record
+#: without reading first (the create's answer says whether it existed).
+CREATE_FIRST_BELOW = 0.5
+#: Above this share of creates lost, creates wait their rank (`create_delay`).
+CONTENDED = 0.3
+#: The ranks of copies spread over this many run durations.
+SPREAD_RUNS = 4.0
+#: A listing asks for LIST_SLACK names per name waiting (at most PAGE_SIZE), one page per
+#: tick; names past what it covered are read one by one. Large listings cost the service
+#: (and the client's parsing) far more than their one request suggests: on Azurite a
+#: 500-name page with metadata takes as long as some 50 single reads, a 10-name one 3.
+LIST_SLACK, PAGE_SIZE, MAX_PAGES = 32, 64, 1
+#: Fewer names than this waiting are read one by one.
+MIN_LIST = 2
+#: How long a completed record seen here answers duplicates without a request.
+REMEMBER_SECONDS = 10.0
+REMEMBER_MAX = 20_000
+
+
+def record_metadata(body: bytes) -> dict[str, str]:
+    """The metadata entry that carries a record's JSON, if it fits."""
+    if len(body) > MAX_METADATA_RECORD:
+        return {}
+    return {RECORD_METADATA: base64.b64encode(body).decode("ascii")}
+
+
+def record_from_metadata(
+    metadata: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None
+) -> Record | None:
+    """The record a listed blob carries in its metadata; None when it carries none."""
+    metadata = metadata or {}
+    encoded = metadata.get(RECORD_METADATA)
+    if not encoded:
+        return None
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+        ttl = metadata.get("ttl")
+        written = epoch(last_modified)
+        return Record.from_json(
+            raw,
+            etag,
+            ttl=float(ttl) if ttl else None,
+            written_at=None if written is None else written + TIME_RESOLUTION,
+            read_at=read_at,
+        )
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
+class _Waiter:
+    name: str
+    key: str
+    #: The etag seen (None: the record was seen absent).
+    etag: str | None
+    until: float
+    #: When it next wants a tick (monotonic).
+    due: float = 0.0
+    #: A first read: any state answers it.
+    fresh: bool = False
+    #: The pace of its ticks while nothing changes.
+    interval: float = FIRST_TICK
+    released: threading.Event = field(default_factory=threading.Event)
+    #: What the record is when released (None: absent).
+    record: Record | None = None
+    changed: bool = False
+
+
+@dataclass
+class _State:
+    """What one tick learned about one blob name: absent, or present with an etag (and the
+    record, when its metadata carried it)."""
+
+    present: bool
+    etag: str | None = None
+    record: Record | None = None
+
+
+class RecordWatch:
+    """The watcher of one records namespace in this process (see the module doc)."""
+
+    def __init__(
+        self,
+        container: ContainerClient,
+        namespace: str,
+        read: Callable[[str], Record | None],
+    ) -> None:
+        """`read(key)`: a plain read of one record (used when a listing gives an etag but not
+        the record)."""
+        self._container = container
+        self._prefix = f"{namespace}/"
+        self._read = read
+        self._lock = threading.Condition()
+        self._waiters: list[_Waiter] = []
+        self._thread: threading.Thread | None = None
+        self._run_s = FIRST_TICK
+        self._last_arrival = 0.0
+        #: Ticks not asked for by a first read are paid for by the deliveries that wait: each
+        #: adds TICKS_PER_WAIT (up to MAX_TOKENS); without a token the next comes MAX_TICK
+        #: after the last, so a wait is never starved (a crashed run is still seen expire).
+        self._tokens = MAX_TOKENS
+        self._last_tick = 0.0
+        #: How often a create here lost to another delivery's (recent, weighted).
+        self._lost = 0.0
+        #: How often a first look found the key completed (recent, weighted).
+        self._completed = CREATE_FIRST_BELOW
+        self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
+        #: Requests this watcher made (listings and reads), for tests and benchmarks.
+        self.requests = 0
+        #: What it did, by kind (listings, reads, answers from memory...), for benchmarks.
+        self.stats: Counter[str] = Counter()
+
+    # -- what the handler calls ------------------------------------------------------------------
+    def watch(
+        self, name: str, key: str, etag: str | None, until: float
+    ) -> tuple[bool, Record | None]:
+        """Block until the record `name` differs from `etag` (None: absent), or until the
+        monotonic `until`. Returns (changed, record now): record None when absent; when
+        unchanged, what was known at the deadline (None and False if nothing was learnt)."""
+        with self._lock:
+            pace = self._run_s
+            self._tokens = min(MAX_TOKENS, self._tokens + TICKS_PER_WAIT)
+        return self._wait(
+            _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
+        )
+
+    def read(self, name: str, key: str) -> Record | None:
+        """The record `name` now (None: absent), read with every other key read in this
+        process within `GATHER` seconds: one listing for all of them."""
+        now = time.monotonic()
+        waiter = _Waiter(name, key, None, now + READ_TIMEOUT, due=now + GATHER_MAX, fresh=True)
+        changed, record = self._wait(waiter)
+        if not changed:  # the watcher could not answer (storage trouble): read it alone
+            return self._read(key)
+        return record
+
+    def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
+        with self._lock:
+            self._waiters.append(waiter)
+            self._last_arrival = time.monotonic()
+            self._ensure_thread()
+            self._lock.notify_all()
+        waiter.released.wait(max(0.0, waiter.until - time.monotonic()) + MAX_TICK + 5.0)
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return waiter.changed, waiter.record
+
+    def note_first_look(self, completed: bool) -> None:
+        """A delivery's first look at its key found it completed (or not)."""
+        with self._lock:
+            self._completed = 0.9 * self._completed + 0.1 * (1.0 if completed else 0.0)
+
+    def create_first(self) -> bool:
+        """Whether keys here are seldom found completed: then creating first saves a read
+        (a new key is created at once; one in progress is watched either way)."""
+        with self._lock:
+            return self._completed < CREATE_FIRST_BELOW
+
+    def note_create(self, lost: bool) -> None:
+        """A create here lost to another delivery's (or won)."""
+        with self._lock:
+            self._lost = 0.9 * self._lost + 0.1 * (1.0 if lost else 0.0)
+
+    def create_delay(self, key: str) -> float:
+        """Where creates often lose (copies of one event arrive together), a delay before
+        creating: this instance's rank for `key` (a hash of both, the same in every process
+        of an instance, different across instances) times SPREAD_RUNS run durations; else 0."""
+        with self._lock:
+            if self._lost < CONTENDED:
+                return 0.0
+            spread = SPREAD_RUNS * self._run_s
+        digest = hashlib.sha256(f"{instance_id()}/{key}".encode()).digest()
+        return spread * int.from_bytes(digest[:2], "big") / 65536.0
+
+    def note_run(self, seconds: float) -> None:
+        """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
+        with self._lock:
+            self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
+
+    def known(self, name: str) -> Record | None:
+        """A completed record of `name` seen here lately (a copy; its read time advanced)."""
+        with self._lock:
+            entry = self._known.get(name)
+            if entry is None:
+                return None
+            record, seen = entry
+            age = time.monotonic() - seen
+            if age > REMEMBER_SECONDS or record.read_at is None:
+                del self._known[name]
+                return None
+            self.stats["known"] += 1
+        aged = record.with_(read_at=record.read_at + age)
+        return None if aged.expired() else aged
+
+    def remember(self, name: str, record: Record | None) -> None:
+        """Keep a completed record (anything else, or None, forgets `name`)."""
+        with self._lock:
+            if record is None or record.status != Status.COMPLETED or record.read_at is None:
+                self._known.pop(name, None)
+                return
+            self._known[name] = (record, time.monotonic())
+            self._known.move_to_end(name)
+            while len(self._known) > REMEMBER_MAX:
+                self._known.popitem(last=False)
+
+    # -- the thread --------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=thread_target(self._loop), name="once-watch", daemon=True
+            )
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiters:
+                    if not self._lock.wait(30.0) and not self._waiters:
+                        self._thread = None
+                        return
+                now = time.monotonic()
+                quiet = self._last_arrival + GATHER_QUIET
+                paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
+                due = min(
+                    min(w.due, w.until, quiet) if w.fresh else max(min(w.due, w.until), paid)
+                    for w in self._waiters
+                )
+                if due > now:
+                    self._lock.wait(due - now)
+                    continue  # a new waiter may be due sooner
+                waiting = list(self._waiters)
+                if not any(w.fresh for w in waiting):
+                    self._tokens = max(0.0, self._tokens - 1.0)
+                self._last_tick = now
+            self.stats["ticks"] += 1
+            self.stats["tick_keys"] += len(waiting)
+            try:
+                seen = {w.name: w.etag for w in waiting if not w.fresh}
+                seen.update({w.name: None for w in waiting if w.fresh})
+                states = self._ask(sorted(seen), seen)
+            except Exception as error:  # storage trouble: waiters stay until their deadline
+                log.warning("run-once watch: %r", error)
+                states = {}
+                for w in waiting:
+                    if w.fresh:
+                        self._done(w)  # read alone by its caller
+            self._release(waiting, states)
+
+    def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
+        now = time.monotonic()
+        for waiter in waiting:
+            state = states.get(waiter.name)
+            if state is not None:
+                if state.present:
+                    changed = _bare(state.etag) != _bare(waiter.etag)
+                else:
+                    changed = waiter.etag is not None
+                changed = changed or waiter.fresh
+                if changed and state.present and state.record is None:
+                    state.record = self._read(waiter.key)
+                    self.requests += 1
+                    self.stats["reads_no_metadata"] += 1
+                    if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
+                        changed = False
+                if changed:
+                    self.stats["read" if waiter.fresh else "watch_changed"] += 1
+                    waiter.changed, waiter.record = True, state.record if state.present else None
+                    self._done(waiter)
+                    continue
+                if state.record is not None:
+                    waiter.record = state.record
+            if now >= waiter.until:
+                self.stats["watch_timeout"] += 1
+                self._done(waiter)
+            elif waiter.due <= now:  # unchanged at its own tick: back off
+                waiter.interval = min(MAX_TICK, max(MIN_TICK, waiter.interval * BACKOFF))
+                waiter.due = now + waiter.interval
+
+    def _done(self, waiter: _Waiter) -> None:
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        waiter.released.set()
+
+    # -- one tick's requests -----------------------------------------------------------------
+    def _ask(self, names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
+        """The state of each name: one listing over their common prefix, or a read each
+        (conditional on the etag `seen` for it: 304 while it is unchanged)."""
+        states: dict[str, _State] = {}
+        if len(names) >= MIN_LIST:
+            page = min(PAGE_SIZE, LIST_SLACK * len(names))
+            covered_to = self._list(_common_prefix(names), names[-1], states, page)
+            for name in names:
+                if name <= covered_to and name not in states:
+                    states[name] = _State(False)
+            names = [n for n in names if n > covered_to]
+        for name in names:
+            states[name] = self._get(name, seen.get(name))
+        return states
+
+    def _list(self, prefix: str, last: str, states: dict[str, _State], page_size: int) -> str:
+        """List `prefix` until `last` is covered (or MAX_PAGES); returns the highest name
+        covered. Every listed name gets its state; a name not listed up to there is absent."""
+        served = ServiceTime(self._container)
+        pages: Any = self._container.list_blobs(
+            name_starts_with=prefix,
+            include=["metadata"],
+            results_per_page=page_size,
+            raw_response_hook=served,
+        ).by_page()
+        covered = ""
+        for _ in range(MAX_PAGES):
+            self.requests += 1
+            self.stats["list_pages"] += 1
+            try:
+                page = list(next(pages))
+            except StopIteration:
+                return "\uffff"
+            except HttpResponseError as error:
+                if error_code(error) == "ContainerNotFound":
+                    return "\uffff"
+                raise
+            for item in page:
+                etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
+                record = record_from_metadata(item.metadata, etag, item.last_modified, served.at)
+                states[item.name] = _State(True, etag, record)
+                if record is not None and record.status == Status.COMPLETED:
+                    self.remember(item.name, record)
+            if not pages.continuation_token:
+                return "\uffff"
+            covered = page[-1].name if page else covered
+            if covered >= last:
+                break
+        return covered
+
+    def _get(self, name: str, etag: str | None) -> _State:
+        """A read of one name, unless it still has `etag` (then 304: unchanged)."""
+        blob = self._container.get_blob_client(name)
+        served = ServiceTime(self._container)
+        condition: dict[str, Any] = {}
+        if etag:
+            condition = {"etag": etag, "match_condition": MatchConditions.IfModified}
+        self.requests += 1
+        self.stats["gets"] += 1
+        try:
+            download = blob.download_blob(raw_response_hook=served, **condition)
+            raw = download.readall()
+        except HttpResponseError as error:
+            if error.status_code == 304:
+                return _State(True, etag)
+            if error.status_code == 404 or error_code(error) == "ContainerNotFound":
+                return _State(False)
+            raise
+        props = download.properties
+        ttl = (props.metadata or {}).get("ttl")
+        written = epoch(props.last_modified)
+        record = None
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            record = Record.from_json(
+                raw,
+                props.etag,
+                ttl=float(ttl) if ttl else None,
+                written_at=None if written is None else written + TIME_RESOLUTION,
+                read_at=served.at,
+            )
+        return _State(True, props.etag, record)
+
+
+def _bare(etag: str | None) -> str | None:
+    """An etag without its quotes (listings give it bare, write responses quoted)."""
+    return None if etag is None else etag.strip('"')
+
+
+def _quoted(etag: str | None) -> str | None:
+    return None if etag is None else f'"{etag.strip(chr(34))}"'
+
+
+def _common_prefix(names: list[str]) -> str:
+    first, last = names[0], names[-1]  # sorted: the common prefix of all is theirs
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+_watches: dict[tuple[str, str], RecordWatch] = {}
+_watches_lock = threading.Lock()
+
+
+def watch_for(
+    container: ContainerClient, namespace: str, read: Callable[[str], Record | None]
+) -> RecordWatch:
+    """The process's watcher of `namespace` in `container` (made on first use)."""
+    ident = (f"{container.url}", namespace)
+    with _watches_lock:
+        found = _watches.get(ident)
+        if found is None:
+            found = _watches[ident] = RecordWatch(container, namespace, read)
+        return found
+
+
+def watch_stats() -> dict[str, int]:
+    """What every watcher of this process did, summed (for benchmarks)."""
+    total: Counter[str] = Counter()
+    with _watches_lock:
+        for found in _watches.values():
+            total.update(found.stats)
+    return dict(total)
+
+
+def forget_known() -> None:
+    """Forget every completed record remembered in this process (as a new process would)."""
+    with _watches_lock:
+        watches = list(_watches.values())
+    for found in watches:
+        with found._lock:
+            found._known.clear()
+
+
+__all__ = ["RecordWatch", "forget_known", "record_from_metadata", "record_metadata", "watch_for"]

@@ -1,0 +1,202 @@
+"""A delivery that finds its key in progress is held in its process, watching the record
+(`@once(hold_busy=...)`, `_record_watch`): released about when the run it waits for ends, or
+taken over once a killed run's record expires. Real Azurite, real processes where it matters.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from blobsingleton import once
+from blobsingleton._once_handler import Decision, OnceHandler
+from blobsingleton._record_watch import MAX_TICK, forget_known, watch_stats
+from blobsingleton._storage import TIME_RESOLUTION
+from blobsingleton.records import BlobRecordStore, Record, Status
+from blobsingleton.testing import crashed_run
+from libsupport import request_counter
+
+HOLDER = str(Path(__file__).with_name("holder.py"))
+
+
+def _holder(env: dict[str, str], key: str, timeout: float) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, HOLDER, key, str(timeout)],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "claimed"
+    return child
+
+
+def _busy(error: Exception) -> str:
+    return "busy"
+
+
+def test_a_busy_copy_learns_the_run_finished_within_a_tick_and_gets_its_result(
+    subprocess_env: dict[str, str],
+) -> None:
+    child = _holder(subprocess_env, "sent", 15.0)
+    ran: list[str] = []
+
+    @once("hold-{key}", on_in_progress=_busy, hold_busy=20.0)
+    def work(key: str) -> dict[str, str]:
+        ran.append(key)
+        return {"by": "copy"}
+
+    result: list[Any] = []
+    copy = threading.Thread(target=lambda: result.append(work("sent")))
+    copy.start()
+    time.sleep(1.0)  # the copy is waiting (backed off to its slowest pace) before the end
+    assert copy.is_alive()
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write("done\n")
+    child.stdin.flush()
+    assert child.stdout.readline().strip() == "completed"
+    finished = time.monotonic()
+    copy.join(10)
+    released_after = time.monotonic() - finished
+    assert child.wait(10) == 0
+    assert result == [{"by": "holder"}] and ran == []  # the stored result, never run again
+    assert released_after < MAX_TICK + 0.5
+
+
+def test_a_copy_waiting_on_a_killed_run_takes_over_once_its_record_expires(
+    subprocess_env: dict[str, str],
+) -> None:
+    timeout = 3.0
+    child = _holder(subprocess_env, "killed", timeout)
+    ran: list[float] = []
+
+    @once("hold-{key}", on_in_progress=_busy, hold_busy=30.0, in_progress_timeout=timeout)
+    def work(key: str) -> str:
+        ran.append(time.monotonic())
+        return "taken over"
+
+    result: list[Any] = []
+    copy = threading.Thread(target=lambda: result.append(work("killed")))
+    copy.start()
+    time.sleep(0.3)
+    os.kill(child.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    child.wait(10)
+    copy.join(timeout + 10)
+    assert result == ["taken over"]
+    # Within today's bound: the in-progress timeout (judged in storage time, whose
+    # Last-Modified has whole seconds) plus a tick.
+    assert ran[0] - killed <= timeout + TIME_RESOLUTION + MAX_TICK + 0.5
+
+
+def test_a_copy_held_shorter_than_a_killed_run_defers_to_when_the_record_can_expire(
+    storage_env: str,
+) -> None:
+    timeout = 6.0
+    store = BlobRecordStore()
+    crashed_run(store, "dead", timeout)
+    handler = OnceHandler(store, "dead", in_progress_timeout=timeout)
+    started = time.monotonic()
+    outcome = handler.hold(handler.begin(), 1.0)
+    held = time.monotonic() - started
+    assert outcome.decision == Decision.BUSY and 1.0 <= held < 2.0
+    # Re-queued for what is left of the expiry after the hold, not the whole of it again.
+    retry_at = started + held + handler.retry_after(outcome.record)
+    assert retry_at <= started + timeout + TIME_RESOLUTION + 1.5
+
+
+def test_one_request_per_tick_for_every_key_waiting_in_the_process(storage_env: str) -> None:
+    store = BlobRecordStore()
+    keys = [f"wait-{i:02d}" for i in range(16)]
+    claims = {key: crashed_run(store, key, 60.0) for key in keys}
+    before = watch_stats()
+    released: list[bool] = []
+    waiting = threading.Barrier(len(keys) + 1)
+
+    def wait(key: str) -> None:
+        waiting.wait()
+        changed, record = store.watch(key, claims[key].etag, time.monotonic() + 20)
+        released.append(changed and record is not None and record.status == Status.COMPLETED)
+
+    threads = [threading.Thread(target=wait, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    waiting.wait()
+    time.sleep(0.5)
+    request_counter.reset()
+    for key in keys:
+        done = claims[key].with_(status=Status.COMPLETED, result=key, ttl=600.0)
+        store.replace(done, claims[key].etag or "")
+    for thread in threads:
+        thread.join(20)
+    after = watch_stats()
+    assert released == [True] * len(keys)
+    ticks = after.get("ticks", 0) - before.get("ticks", 0)
+    asked = sum(after.get(k, 0) - before.get(k, 0) for k in ("list_pages", "gets"))
+    assert asked <= ticks  # one listing per tick covers all sixteen
+    assert ticks < 16 * 10
+
+
+def test_first_reads_at_the_same_moment_share_one_listing(storage_env: str) -> None:
+    store = BlobRecordStore()
+    store.put_if_absent(
+        Record(key="seen-00", status=Status.COMPLETED, expires_at=time.time() + 60,
+               started_at=time.time(), ttl=60.0)
+    )  # fmt: skip
+    store.read("warm")
+    forget_known()
+    request_counter.reset()
+    start = threading.Barrier(16)
+    found: dict[str, Record | None] = {}
+
+    def read(i: int) -> None:
+        start.wait()
+        found[f"seen-{i:02d}"] = store.read(f"seen-{i:02d}")
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert found.pop("seen-00") is not None and set(found.values()) == {None}
+    assert request_counter.total() <= 4  # 16 reads; one listing when they arrive together
+
+
+def test_a_record_deleted_here_is_no_longer_answered_from_memory(storage_env: str) -> None:
+    runs: list[int] = []
+
+    @once("forget-{n}")
+    def work(n: int) -> int:
+        runs.append(n)
+        return n
+
+    assert work(1) == 1 and work(1) == 1 and runs == [1]
+    store = BlobRecordStore()
+    record = store.get("forget-1")
+    assert record is not None and record.etag is not None
+    store.delete("forget-1", record.etag)  # what `ops reset` does
+    assert work(1) == 1 and runs == [1, 1]
+
+
+def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
+    storage_env: str,
+) -> None:
+    store = BlobRecordStore()
+    store.read("warm")
+    watch = store._watch()
+    watch._lost, watch._run_s = 1.0, 0.5  # creates here have been losing; runs take 0.5 s
+    key = next(k for k in (f"ranked-{i}" for i in range(200)) if store.create_delay(k) > 1.0)
+    assert store.create_delay(key) == store.create_delay(key) <= 4 * 0.5  # a fixed rank
+    handler = OnceHandler(store, key, in_progress_timeout=60.0)
+    outcome: list[Any] = []
+    copy = threading.Thread(target=lambda: outcome.append(handler._decide_from(None)))
+    request_counter.reset()
+    copy.start()
+    crashed_run(store, key, 60.0, owner="ranked-first")  # the copy ranked first creates it
+    copy.join(10)
+    assert outcome[0].decision == Decision.BUSY and outcome[0].record.owner == "ranked-first"
+    assert request_counter.by_method().get("PUT") == 1  # only the first copy's create
