@@ -26,8 +26,7 @@ from typing import Any
 from devhost.request_counting import request_counter
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
-from harness import kit as _common
-from harness import services
+from harness import kit, services
 from harness.callbacks import CallbackReceiver
 from harness.feeding import DEFAULT_BACKLOG, submit_jobs
 from harness.scenarios.batch import JobRun, wait_for_archives
@@ -61,14 +60,14 @@ def tracking_cost(callback_url: str, units: int = 200) -> float:
     for i in range(units - 1):
         record_unit(store, "cost", f"c{i}", units)
     cost = request_counter.total() / (units - 1)
-    _common.delete_queues([settings.queue])
+    kit.delete_queues([settings.queue])
     return cost
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with services.azurite() as azurite, CallbackReceiver() as receiver:
         os.environ["AzureWebJobsStorage"] = azurite.connection_string
-        app_settings = _common.use_app_settings(".")
+        app_settings = kit.use_app_settings(".")
         job_run = JobRun.new()
         job_run.prepare()
         apply_settings(job_run.settings)
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings={**job_run.settings, "JOB_WATCH_SCHEDULE": "*/30 * * * * *"},
             log_level=args.log_level,
         )
-        with _common.running(options, app_settings) as supervisor:
+        with kit.running(options, app_settings) as supervisor:
             ready_at = time.time()
             feeder = submit_jobs([job_id], args.units, receiver.url, max_backlog=args.backlog)
             archived = wait_for_archives(job_run.store(), [job_id], receiver, args.timeout)

@@ -16,8 +16,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import kit as _common
-from harness import progress, services
+from harness import kit, progress, services
 from harness.scenarios import notifications
 
 UNGUARDED_APP = "harness.apps.unguarded_app"
@@ -35,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    run_dir = Path(".devhost") / _common.new_run_id()
+    run_dir = Path(".devhost") / kit.new_run_id()
     run_dir.mkdir(parents=True, exist_ok=True)
     log_file = None if args.verbose else str((run_dir / "instances.log").resolve())
     deliveries = args.instances * args.events

@@ -21,7 +21,7 @@ from typing import Any
 
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
-from harness import kit as _common
+from harness import kit
 from harness.callbacks import CallbackReceiver
 from harness.feeding import DEFAULT_BACKLOG, submit_jobs
 from shared.jobs import JobSettings, JobStore
@@ -43,7 +43,7 @@ class JobRun:
 
     @classmethod
     def new(cls, **overrides: str) -> JobRun:
-        run_id = _common.new_run_id()
+        run_id = kit.new_run_id()
         containers = {
             "JOBS_CONTAINER": f"jobs-{run_id}",
             "RUNONCE_CONTAINER": f"runonce-{run_id}",
@@ -66,12 +66,12 @@ class JobRun:
         return [self.queue, f"{self.queue}-poison"]
 
     def prepare(self) -> None:
-        _common.reset_queues(self.queues)
-        _common.create_containers(self.containers.values())
+        kit.reset_queues(self.queues)
+        kit.create_containers(self.containers.values())
 
     def clean_up(self) -> None:
-        _common.delete_queues(self.queues)
-        _common.delete_containers(self.containers.values())
+        kit.delete_queues(self.queues)
+        kit.delete_containers(self.containers.values())
 
     def store(self) -> JobStore:
         return JobStore(JobSettings(container=self.containers["JOBS_CONTAINER"], queue=self.queue))
@@ -196,7 +196,7 @@ def run(
     backlog: int = DEFAULT_BACKLOG,
 ) -> BatchReport:
     """Run the scenario against the storage account in AzureWebJobsStorage."""
-    app_settings = _common.use_app_settings(app_dir)
+    app_settings = kit.use_app_settings(app_dir)
     job_run = JobRun.new(
         JOB_UNIT_HANDLER="harness.apps.batch_handler:work",
         BATCH_KILL_RATE=str(kill_rate),
@@ -217,7 +217,7 @@ def run(
     log.info("run %s: %d instances, %d jobs x %d units", job_run.run_id, instances, jobs, units)
     errors: list[BaseException] = []
     stop = threading.Event()
-    with CallbackReceiver() as receiver, _common.running(options, app_settings) as supervisor:
+    with CallbackReceiver() as receiver, kit.running(options, app_settings) as supervisor:
         started = time.monotonic()
         feeder = submit_jobs(
             job_ids, units, receiver.url, max_backlog=backlog, stop=stop, on_error=errors.append
@@ -312,7 +312,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    with _common.scenario_storage(args.azurite, args.app_dir):
+    with kit.scenario_storage(args.azurite, args.app_dir):
         report = run(
             args.instances,
             args.jobs,
@@ -325,4 +325,4 @@ def main(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             backlog=args.backlog,
         )
-    return _common.print_report(report, args.json, kept="its queues and blobs are kept")
+    return kit.print_report(report, args.json, kept="its queues and blobs are kept")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from devhost.supervisor import HostOptions, Supervisor
-from harness import kit as _common
+from harness import kit
 
 NAME = "notifications"
 HELP = "every event reaches every instance; each event must be emailed exactly once"
@@ -104,9 +104,9 @@ def run(
     """Run the scenario against the storage account in AzureWebJobsStorage."""
     from shared.notifications.outbox import read_outbox
 
-    app_settings = _common.use_app_settings(app_dir)
-    functions = _common.functions_bound_to("NOTIFICATIONS_QUEUE", app_module, app_dir)
-    run_id = _common.new_run_id()
+    app_settings = kit.use_app_settings(app_dir)
+    functions = kit.functions_bound_to("NOTIFICATIONS_QUEUE", app_module, app_dir)
+    run_id = kit.new_run_id()
     queues = [f"ntf-{run_id}-{i}" for i in range(instances)]
     poison_queues = [f"{q}-poison" for q in queues]
     containers = {
@@ -123,13 +123,13 @@ def run(
         instances - 1,
         ", ".join(containers.values()),
     )
-    _common.reset_queues(queues + poison_queues)
-    _common.create_containers(containers.values())
+    kit.reset_queues(queues + poison_queues)
+    kit.create_containers(containers.values())
     rounds = [  # one round = one event on every instance's queue
         [(q, json.dumps(event(n)).encode()) for q in queues] for n in range(1, events + 1)
     ]
     first = rounds if backlog <= 0 else rounds[:backlog]
-    sent = _common.enqueue_all(m for r in first for m in r)
+    sent = kit.enqueue_all(m for r in first for m in r)
     log.info("enqueued %d messages before starting the instances", sent)
 
     def feed_the_rest(supervisor: Supervisor) -> None:
@@ -137,7 +137,7 @@ def run(
         if not rest:
             return
         try:
-            fed = _common.feed_with_backlog(rest, supervisor, backlog=backlog, timeout=timeout)
+            fed = kit.feed_with_backlog(rest, supervisor, backlog=backlog, timeout=timeout)
         except (TimeoutError, RuntimeError) as error:
             log.error("feeding stopped: %s", error)  # the report will show what is missing
             return
@@ -154,13 +154,13 @@ def run(
         log_level=log_level,
         log_file=log_file,
     )
-    result = _common.run_until_drained(
+    result = kit.run_until_drained(
         options, queues, app_settings=app_settings, timeout=timeout, while_running=feed_the_rest,
         watch=watch,
     )  # fmt: skip
     emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
     distinct = len({e.event_id for e in emails})
-    poisoned = sum(_common.queue_depths(poison_queues).values())
+    poisoned = sum(kit.queue_depths(poison_queues).values())
     totals = result.totals
     report = NotificationsReport(
         instances=instances,
@@ -187,8 +187,8 @@ def run(
         run_id=run_id,
     )
     if not keep:
-        _common.delete_queues(queues + [q for q in poison_queues if not poisoned])
-        _common.delete_containers(
+        kit.delete_queues(queues + [q for q in poison_queues if not poisoned])
+        kit.delete_containers(
             [containers["RUNONCE_CONTAINER"], containers["LEASE_CONTAINER"]]
             + ([] if not report.ok else [containers["EMAIL_OUTBOX_CONTAINER"]])
         )
@@ -211,7 +211,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    with _common.scenario_storage(args.azurite, args.app_dir):
+    with kit.scenario_storage(args.azurite, args.app_dir):
         report = run(
             args.instances,
             args.events,
@@ -223,4 +223,4 @@ def main(args: argparse.Namespace) -> int:
             log_level=args.log_level,
         )
     kept = "its storage is kept" if args.keep else "its outbox container is kept for inspection"
-    return _common.print_report(report, args.json, kept=kept)
+    return kit.print_report(report, args.json, kept=kept)
