@@ -1,8 +1,8 @@
 """`@once(key)`: run a function's work once per key, however many deliveries arrive.
 
-    @once("email-{notification.event_id}", payload=lambda n, msg: n.to_dict(),
+    @once("email-{notification.event_id}", payload=lambda n: n.to_dict(),
           on_in_progress=Busy.DEFER, queue="%NOTIFICATIONS_QUEUE%")
-    def deliver(notification: Notification, msg: func.QueueMessage) -> dict: ...
+    def deliver(notification: Notification) -> dict: ...
 
 A completed key returns its stored (JSON) result without running; an exception frees the
 key so the host's retry runs it again.
