@@ -29,9 +29,9 @@ log = logging.getLogger("blobsingleton")
 #: How often a waiter whose place has come up asks for the lease: bounds the handoff time.
 HEAD_POLL = 0.05
 #: The longest a waiter next in line goes without asking (while a long hold runs on).
-MAX_LINE_POLL = 2.0
+MAX_LINE_POLL = 1.0
 #: The longest a waiter further back goes without looking at the line.
-MAX_LINE_LOOK = 5.0
+MAX_LINE_LOOK = 2.0
 #: A waiter this many places back or fewer plans its looks closely (see `_plan`).
 NEAR = 3
 #: A waiter further back looks at the line again when the places before it, but the holder's,
@@ -187,7 +187,7 @@ class BlobLease(BaseLease):
         """The first live waiter in line (1 request), or the one seen a moment ago."""
         assert self._line is not None
         now = time.monotonic()
-        if self._next is not None and now - self._next_seen_at <= SUCCESSOR_FRESH:
+        if now - self._next_seen_at <= SUCCESSOR_FRESH:
             return self._next
         self._next, self._next_seen_at = None, now
         for entry in self._line.live():
@@ -314,7 +314,10 @@ class BlobLease(BaseLease):
         else:
             pace = min(seen, memory.per_place)
             self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
-        self._probe_next = False
+        # A line standing still for a period: whoever is ahead may be dead, holding a lease
+        # handed to it that expires unrenewed while its entry still looks live. Ask for the
+        # lease too then (it is free once that lease expired).
+        self._probe_next = time.monotonic() - self._moved_at > self.period
 
     def _next_delay(self, interval: float) -> float:
         if self._line is None:
@@ -330,14 +333,15 @@ class BlobLease(BaseLease):
         self._look_due = False
         now = time.monotonic()
         if self._places > 1:  # not before the plan, nor while the line stands still
-            wake = max(self._turn_at, self._looked_at + (now - self._moved_at) / 2)
-            return min(MAX_LINE_LOOK, max(0.0, wake - now))
+            wake = max(self._turn_at, self._looked_at + (now - self._moved_at))
+            longest = MAX_LINE_POLL if self._probe_next else MAX_LINE_LOOK
+            return min(longest, max(0.0, wake - now))
         # Next in line: ask shortly before the holder's turn should end, then every
         # HEAD_POLL, backing off while it runs past the estimate (a long hold).
         if now < self._turn_at - HEAD_POLL:
             return min(MAX_LINE_POLL, self._turn_at - HEAD_POLL - now)
         overdue = max(0.0, now - self._turn_at)
-        return min(MAX_LINE_POLL, max(HEAD_POLL, overdue / 4)) * random.uniform(0.8, 1.2)
+        return min(MAX_LINE_POLL, max(HEAD_POLL, overdue)) * random.uniform(0.8, 1.2)
 
     def _stop_waiting(self) -> None:
         if self._line is None or self._ticket is None:
