@@ -49,8 +49,12 @@ class BlobLease(BaseLease):
 
     `fair=True`: a blocking acquire that finds the key busy waits in line (see `_line`), and
     a release hands the lease to the first live waiter instead of freeing it, so waiters get
-    the key in arrival order and promptly. Costs 1 more request per release (the line is
-    listed), 3 per wait (ticket, entry, leaving); non-blocking attempts cost what they did.
+    the key in arrival order and promptly. A process may take up to `_keep.TURNS` turns in a
+    row (within `_keep.TURNS_WITHIN` s) while others wait: with waiters behind it a release
+    keeps the lease `_keep.KEEP_FOR` s for this process's next ask, which then costs one
+    request (its fencing token). Costs 1 more request per release (the line is listed) and
+    about 4 to 8 per wait (ticket, entry, a look or two, its asks, leaving), shared by the
+    turns taken in a row; non-blocking attempts cost what they did.
     """
 
     def __init__(

@@ -4,7 +4,10 @@ Blob Storage's lease operations are modelled with their documented semantics (Ac
 proposed id succeeds on a free lease or one that already has that id; Change Lease keeps the
 expiry; an unrenewed lease expires after its period), and clients follow the line protocol:
 take a ticket, stand in line, only the head polls, a release hands the lease to the first
-live entry. Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
+live entry. (The library's waiters further back also ask now and then, on a plan from their
+place; asking is an Acquire Lease with one's own id, which the model's head already does, so
+who asks when only changes timing, which the model already explores; a process keeping its
+lease for its own next turn is a holder that has not released yet.) Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
 pauses and the passing of time, and checks after every step:
 
 - the storage never gives out a token twice, and tokens only grow (fencing);
