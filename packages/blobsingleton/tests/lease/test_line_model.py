@@ -7,7 +7,9 @@ take a ticket, stand in line, only the head polls, a release hands the lease to 
 live entry. (The library's waiters further back also ask now and then, on a plan from their
 place; asking is an Acquire Lease with one's own id, which the model's head already does, so
 who asks when only changes timing, which the model already explores; a process keeping its
-lease for its own next turn is a holder that has not released yet.) Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
+lease for its own next turn is a holder that has not released yet.)
+
+Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
 pauses and the passing of time, and checks after every step:
 
 - the storage never gives out a token twice, and tokens only grow (fencing);
