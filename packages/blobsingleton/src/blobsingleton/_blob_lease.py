@@ -19,7 +19,7 @@ from blobsingleton._line import Entry, WaitingLine
 from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
 from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
-from blobsingleton.errors import LeaseError, LeaseLost
+from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -32,6 +32,8 @@ HEAD_POLL = 0.05
 MAX_LINE_POLL = 1.0
 #: The longest a waiter further back goes without looking at the line.
 MAX_LINE_LOOK = 2.0
+#: A line that has not moved for this many places' time stands still (a long hold).
+STALLED = 3.0
 #: A waiter this many places back or fewer plans its looks closely (see `_plan`).
 NEAR = 3
 #: A waiter further back looks at the line again when the places before it, but the holder's,
@@ -96,6 +98,7 @@ class BlobLease(BaseLease):
         self._holder_since = 0.0  # monotonic: about when the holder before us took over
         self._probe_next = True  # the next wake asks for the lease (else it lists the line)
         self._look_due = False
+        self._overdue_from = 0.0  # monotonic: the next in line backs off past this
         self._moved_at = 0.0  # monotonic: when our place last moved up (or we joined)
         self._blocking = True
         self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _keep)
@@ -254,6 +257,10 @@ class BlobLease(BaseLease):
         except LeaseError as error:  # expired or taken meanwhile: ask as anyone would
             log.debug("lease %s: kept lease gone: %s", self.key, error)
             return None
+        except StorageUnavailable as error:  # may still be ours: hand it on, then ask
+            log.warning("lease %s: kept lease not taken: %s", self.key, error)
+            _keep.hand_on(kept)
+            return None
         self._kept_confirmed_at = kept.confirmed_at
         self._turns, self._turns_since = kept.turns + 1, kept.turns_since
         self._next, self._next_seen_at = kept.successor, kept.successor_seen_at
@@ -307,16 +314,18 @@ class BlobLease(BaseLease):
         memory = _keep.memory(self._memory_key)
         if self._places <= 1:  # the holder's turn: about as long as our own turns take
             self._turn_at = self._holder_since + memory.per_place
+            # Back off only once its turn ran past that, counted from when we saw we are next
+            # (it may have taken over any time before): a head never sleeps through a handoff.
+            self._overdue_from = self._looked_at + memory.per_place
             self._probe_next = True
             return
-        # Far back: look again about three places before ours, at the pace the line was seen
-        # moving (handoffs included). Close: when we may be next, at the pace our own turns
-        # suggest if that is faster (sleeping past our turn would idle the key).
-        seen = memory.pace or memory.per_place
+        # Look again when we may be next (far back: about NEAR places before), at the pace
+        # the line was seen moving (handoffs included), or at our own turns' if faster:
+        # sleeping past our turn would idle the key.
+        pace = min(memory.pace or memory.per_place, memory.per_place)
         if self._places > NEAR:
-            self._turn_at = self._looked_at + (self._places - NEAR) * seen
+            self._turn_at = self._looked_at + (self._places - NEAR) * pace
         else:
-            pace = min(seen, memory.per_place)
             self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
         # A line standing still for a period: whoever is ahead may be dead, holding a lease
         # handed to it that expires unrenewed while its entry still looks live. Ask for the
@@ -336,15 +345,19 @@ class BlobLease(BaseLease):
             self._plan()
         self._look_due = False
         now = time.monotonic()
-        if self._places > 1:  # not before the plan, nor while the line stands still
-            wake = max(self._turn_at, self._looked_at + (now - self._moved_at))
+        if self._places > 1:  # not before the plan; less often while the line stands still
+            memory = _keep.memory(self._memory_key)
+            stalled = now - self._moved_at
+            if stalled < STALLED * (memory.pace or memory.per_place):
+                stalled = 0.0  # moving as usual: a place may come up any time
+            wake = max(self._turn_at, self._looked_at + stalled)
             longest = MAX_LINE_POLL if self._probe_next else MAX_LINE_LOOK
             return min(longest, max(0.0, wake - now))
         # Next in line: ask shortly before the holder's turn should end, then every
         # HEAD_POLL, backing off while it runs past the estimate (a long hold).
         if now < self._turn_at - HEAD_POLL:
             return min(MAX_LINE_POLL, self._turn_at - HEAD_POLL - now)
-        overdue = max(0.0, now - self._turn_at)
+        overdue = max(0.0, now - self._overdue_from)
         return min(MAX_LINE_POLL, max(HEAD_POLL, overdue)) * random.uniform(0.8, 1.2)
 
     def _stop_waiting(self) -> None:

@@ -115,7 +115,7 @@ def keep(lock_url: str, kept: Kept) -> None:
         previous = _kept.pop(lock_url, None)
         _kept[lock_url] = kept
     if previous is not None:  # cannot happen while one lease object per key is held at once
-        _hand_on(previous)
+        hand_on(previous)
     timer.start()
 
 
@@ -128,7 +128,7 @@ def take(lock_url: str, now: float, period: float) -> Kept | None:
     if kept.timer is not None:
         kept.timer.cancel()
     if now - kept.confirmed_at > period / 3:
-        _hand_on(kept)  # unrenewed for too long to be trusted with a new turn
+        hand_on(kept)  # unrenewed for too long to be trusted with a new turn
         return None
     return kept
 
@@ -138,10 +138,11 @@ def _expire(lock_url: str, kept: Kept) -> None:
         if _kept.get(lock_url) is not kept:
             return  # taken for another turn meanwhile
         del _kept[lock_url]
-    _hand_on(kept)
+    hand_on(kept)
 
 
-def _hand_on(kept: Kept) -> None:
+def hand_on(kept: Kept) -> None:
+    """Give a kept lease to the next waiter now (or free it); failures are logged."""
     try:
         kept.hand_on()
     except LeaseError as error:  # it expires by itself within a period
@@ -158,7 +159,7 @@ def hand_on_all() -> int:
     for item in kept:
         if item.timer is not None:
             item.timer.cancel()
-        _hand_on(item)
+        hand_on(item)
     return len(kept)
 
 
