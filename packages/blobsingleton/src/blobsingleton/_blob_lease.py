@@ -116,6 +116,10 @@ class BlobLease(BaseLease):
 
     def _try_acquire(self) -> int | None:
         self._kept_confirmed_at = float("inf")
+        if self._line is not None and self._ticket is None:
+            memory = _keep.memory(self._memory_key)
+            if time.monotonic() - memory.released_at < _keep.KEEP_FOR:
+                memory.asks_again = True  # it would have taken a kept lease: keep again
         token = self._take_kept()
         if token is not None:
             return token
@@ -213,6 +217,7 @@ class BlobLease(BaseLease):
         turns_since: float | None = None,
     ) -> None:
         """Change the lease to `successor`'s lease id (it holds the key now), or release it."""
+        _keep.memory(self._memory_key).released_at = time.monotonic()
         if successor is None:
             lock.release(lease_id, token)
             return
@@ -231,6 +236,7 @@ class BlobLease(BaseLease):
             and self._turns < _keep.TURNS
             and now - self._turns_since < _keep.TURNS_WITHIN
             and now - self._confirmed_at < self.period / 3 - 1.0
+            and _keep.memory(self._memory_key).asks_again
         )
 
     def _keep(self, successor: Entry, token: int | None) -> None:

@@ -14,14 +14,17 @@ Two things, per lock blob, both process-local (nothing here is ever written to s
   A process keeps a key for at most `TURNS` turns in a row and `TURNS_WITHIN` seconds, then
   hands it on whatever it asks next: waiters are passed over a bounded number of times, and
   every handoff (a list, a Change Lease, the next holder's acquire and fence) is shared by up
-  to `TURNS` turns. Mutual exclusion is still the blob lease alone and every turn gets its own
-  fencing token. A process that dies while keeping a lease blocks the key as a crashed holder
-  does (until the lease expires); a normal exit or `release_all` hands kept leases on at once.
+  to `TURNS` turns. A process that let a kept lease go untaken keeps none until it asks again
+  within `KEEP_FOR` of a release. Mutual exclusion is still the blob lease alone and every turn
+  gets its own fencing token. A process that dies while keeping a lease blocks the key as a
+  crashed holder does (until the lease expires); a normal exit (atexit, or a `multiprocessing`
+  child's exit) or `release_all` hands kept leases on at once.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing.util
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +57,8 @@ class LineMemory:
     handed_at: float = float("-inf")  # monotonic
     handed_ticket: int | None = None
     per_place: float = FIRST_PER_PLACE  # from this process's own turns: when to ask
+    asks_again: bool = True  # this process asks again within KEEP_FOR of a release
+    released_at: float = float("-inf")  # monotonic: its last release (or handoff) of the key
     pace: float | None = None  # seconds per place, as seen moving: when to look again
 
     def busy(self, now: float) -> bool:
@@ -127,6 +132,7 @@ def take(lock_url: str, now: float, period: float) -> Kept | None:
         return None
     if kept.timer is not None:
         kept.timer.cancel()
+    memory(lock_url).asks_again = True
     if now - kept.confirmed_at > period / 3:
         hand_on(kept)  # unrenewed for too long to be trusted with a new turn
         return None
@@ -138,6 +144,9 @@ def _expire(lock_url: str, kept: Kept) -> None:
         if _kept.get(lock_url) is not kept:
             return  # taken for another turn meanwhile
         del _kept[lock_url]
+        memory = _memory.get(lock_url)
+    if memory is not None:
+        memory.asks_again = False  # keep no more until this process takes a turn in a row
     hand_on(kept)
 
 
@@ -168,3 +177,5 @@ def now() -> float:
 
 
 shutdown.also_release(hand_on_all)
+# Children of `multiprocessing` end with os._exit, past atexit: run at their exit too.
+multiprocessing.util.Finalize(None, hand_on_all, exitpriority=100)
