@@ -325,13 +325,14 @@ class BlobLease(BaseLease):
             self._overdue_from = self._looked_at + memory.per_place
             self._probe_next = True
             return
-        # Look again when we may be next (far back: about NEAR places before), at the pace
-        # the line was seen moving (handoffs included), or at our own turns' if faster:
-        # sleeping past our turn would idle the key.
-        pace = min(memory.pace or memory.per_place, memory.per_place)
+        # Far back: look again about NEAR places before ours, at four fifths of the pace the
+        # line was seen moving (handoffs included). Close: when we may be next, at that pace or
+        # our own turns' if faster. Sleeping past our turn would idle the key.
+        seen = memory.pace or memory.per_place
         if self._places > NEAR:
-            self._turn_at = self._looked_at + (self._places - NEAR) * pace
+            self._turn_at = self._looked_at + (self._places - NEAR) * seen * 0.8
         else:
+            pace = min(seen, memory.per_place)
             self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
         # A line standing still for a period: whoever is ahead may be dead, holding a lease
         # handed to it that expires unrenewed while its entry still looks live. Ask for the
