@@ -6,7 +6,9 @@ for the lock, hold it, release it. Reported per process count: acquisitions per 
 most and fewest acquisitions of any process (no starvation), p50/p99/max wait, requests per
 acquisition and per waiter-second (what waiting costs), and the handoff (from one release to
 the next acquisition) p50/p99. Beside it the WebJobs polling pattern (waiters poll every 5 s)
-on the same Azurite.
+on the same Azurite. `targets` / `targets_met`: issue 22's for the line at every fair count
+above one (at most 5 requests per acquisition, most/fewest at most 2, handoff p99 at most
+0.3 s, at least 80 % of polling's acquisitions per second at the same count).
 """
 
 from __future__ import annotations
@@ -129,7 +131,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _level("ours_fair", n, container, args.seconds, hold)
             for n in _counts(getattr(args, "fair_processes", ""))
         ]
+    checks = fair_targets(ours, fair)
     return {
         "hold_ms": args.hold_ms, "seconds": args.seconds, "ours": ours, "ours_fair": fair,
-        "webjobs": webjobs,
+        "webjobs": webjobs, "targets": FAIR_TARGETS, "fair_checks": checks,
+        "targets_met": bool(checks) and all(all(c.values()) for c in checks.values()),
     }  # fmt: skip
+
+
+#: Issue 22's targets for waiting in line, at every fair process count of more than one.
+FAIR_TARGETS = {
+    "requests_per_acquisition_max": 5.0,
+    "most_over_fewest_max": 2.0,
+    "handoff_p99_s_max": 0.3,
+    "acquisitions_per_s_of_polling_min": 0.8,
+}
+
+
+def fair_targets(ours: list[dict], fair: list[dict]) -> dict[str, dict[str, bool]]:
+    """Per fair process count (> 1): each target met? Polling is compared at the same count."""
+    polling = {level["processes"]: level for level in ours}
+    checks = {}
+    for level in fair:
+        n = level["processes"]
+        if n < 2:
+            continue
+        base = polling.get(n)
+        handoff = level["handoff_p99_s"]
+        checks[str(n)] = {
+            "requests_per_acquisition": level["requests_per_acquisition"]
+            <= FAIR_TARGETS["requests_per_acquisition_max"],
+            "most_over_fewest": level["most_per_process"]
+            <= FAIR_TARGETS["most_over_fewest_max"] * max(1, level["fewest_per_process"]),
+            "handoff_p99": handoff is not None and handoff <= FAIR_TARGETS["handoff_p99_s_max"],
+            "acquisitions_per_s": base is not None
+            and level["acquisitions_per_s"]
+            >= FAIR_TARGETS["acquisitions_per_s_of_polling_min"] * base["acquisitions_per_s"],
+        }
+        if level["fewest_per_process"] == 0:
+            checks[str(n)]["most_over_fewest"] = False
+    return checks

@@ -62,6 +62,12 @@ def test_contention_one_holder_at_a_time_and_the_line_serves_every_process(
         assert level["acquisitions_per_s"] <= 1 / 0.05 + 1  # one at a time, 50 ms each
         assert level["wait_p50_s"] <= level["wait_p99_s"] <= level["wait_max_s"]
     assert result["ours_fair"][0]["fewest_per_process"] >= 1
+    # Issue 22's targets for the line, checked per fair process count against polling's.
+    assert result["targets"]["requests_per_acquisition_max"] == 5.0
+    assert set(result["fair_checks"]["2"]) == {
+        "requests_per_acquisition", "most_over_fewest", "handoff_p99", "acquisitions_per_s",
+    }  # fmt: skip
+    assert result["targets_met"] == all(result["fair_checks"]["2"].values())
 
 
 def test_scale_runs_the_notification_flow_without_duplicates(bench_env: str) -> None:

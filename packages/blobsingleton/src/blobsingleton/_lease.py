@@ -101,6 +101,11 @@ class BaseLease(ABC):
     def _stop_waiting(self) -> None:  # noqa: B027 - optional hook, empty by default
         """The acquire loop ended (acquired, timed out or cancelled): leave any line."""
 
+    def _confirmed_since(self, sent_at: float) -> float:
+        """When the service last confirmed the lease `_try_acquire` just returned: the attempt's
+        send time, unless the backend took over a lease confirmed earlier (a kept lease)."""
+        return sent_at
+
     def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Hook run after the first successful renewal (publishing an owner record)."""
 
@@ -238,7 +243,7 @@ class BaseLease(ABC):
             return False
         with self._state_lock:
             self._token = token
-            self._confirmed_at = sent_at
+            self._confirmed_at = self._confirmed_since(sent_at)
             self._lost_error = None
             self._renewals = 0
             self.lost.clear()
@@ -257,7 +262,8 @@ class BaseLease(ABC):
         return self._clock() >= self._confirmed_at + self.period - CLOCK_MARGIN
 
     def _renew_loop(self) -> None:
-        wait: float | None = self.period / 3
+        # A third of the period after the last confirmation (earlier than now for a kept lease).
+        wait: float | None = max(0.0, self._confirmed_at + self.period / 3 - self._clock())
         while wait is not None and not self._stop_renewing.wait(wait):
             wait = self._renew_step()
 

@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import weakref
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("blobsingleton")
 
 _held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
+#: What else gives leases back at shutdown: leases a fair holder keeps for a moment after
+#: release (`_keep.hand_on_all`), registered by their module.
+_also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False
 
@@ -44,6 +48,11 @@ def held() -> list[BaseLease]:
         return list(_held)
 
 
+def also_release(release: Callable[[], int]) -> None:
+    """Run `release` (returning how many leases it gave back) in every `release_all`."""
+    _also.append(release)
+
+
 def release_all() -> int:
     """Release every lease this process holds; returns how many it released."""
     leases = held()
@@ -52,9 +61,15 @@ def release_all() -> int:
             lease.release()
         except Exception:
             log.exception("could not release lease %s at shutdown", lease.key)
-    if leases:
-        log.info("released %d lease(s) at shutdown", len(leases))
-    return len(leases)
+    count = len(leases)
+    for release in _also:
+        try:
+            count += release()
+        except Exception:
+            log.exception("could not give back kept leases at shutdown")
+    if count:
+        log.info("released %d lease(s) at shutdown", count)
+    return count
 
 
 def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:

@@ -157,7 +157,8 @@ def singleton(
     lease period), or a callable returning the result to give instead (e.g. a 409).
     A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
     `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
-    order; costs one request more per invocation (the releaser looks at the line).
+    order (an instance at most a few turns in a row); costs one request more per invocation
+    (the releaser looks at the line).
     Async functions never block the loop; cancelled, they release (or never take) the lease.
     `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
     Functions host id), so two apps on one storage account do not block each other.

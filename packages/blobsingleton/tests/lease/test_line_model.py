@@ -4,7 +4,13 @@ Blob Storage's lease operations are modelled with their documented semantics (Ac
 proposed id succeeds on a free lease or one that already has that id; Change Lease keeps the
 expiry; an unrenewed lease expires after its period), and clients follow the line protocol:
 take a ticket, stand in line, only the head polls, a release hands the lease to the first
-live entry. Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
+live entry. (The library's waiters further back also ask now and then, on a plan from their
+place, with the same Acquire Lease; that can only succeed on a free lease, after a crash or a
+release that found the line empty, so it never touches the safety checked here, and may
+serve such a waiter once before the head, which this model does not explore. A process
+keeping its lease for its own next turn is a holder that has not released yet.)
+
+Hypothesis drives any interleaving of waits, polls, releases, renewals, crashes,
 pauses and the passing of time, and checks after every step:
 
 - the storage never gives out a token twice, and tokens only grow (fencing);
