@@ -23,7 +23,7 @@ from typing import Any
 import azure.functions as func
 from azure.core.exceptions import ResourceExistsError
 from blobsingleton import BlobLease, once, singleton
-from blobsingleton._record_watch import forget_known
+from blobsingleton.testing import forget_remembered_records
 
 from bench import alternatives
 from bench._storage import azurite_storage
@@ -57,7 +57,7 @@ def _message(field: str, value: str) -> func.QueueMessage:
 def _elsewhere(deliver: Any, event_id: str) -> float:
     """Requests of one duplicate in a process that never saw the key done (its memory of
     completed records cleared), right after that process ran new keys (so it creates first)."""
-    forget_known()
+    forget_remembered_records()
     return _per_call(lambda i: deliver(_message("event_id", event_id)), 1)
 
 
@@ -65,11 +65,11 @@ def _duplicates_elsewhere(deliver: Any, iterations: int) -> float:
     """Requests per duplicate in a process that sees mostly duplicates (it reads first), the
     record never seen there before: after a few duplicates (not counted) to get there."""
     for i in range(10):
-        forget_known()
+        forget_remembered_records()
         deliver(_message("event_id", f"e{i % iterations}"))
 
     def one(i: int) -> None:
-        forget_known()
+        forget_remembered_records()
         deliver(_message("event_id", f"e{i}"))
 
     return _per_call(one, iterations)

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
-from blobsingleton._record_watch import watch_stats
+from blobsingleton.testing import record_watch_stats
 
 from bench import alternatives
 from bench._storage import azurite_storage, counted_account, percentile
@@ -114,7 +114,7 @@ def _instance(
             "blob_requests": blob_counter.total(),
             "queue_requests": queue_counter.total(),
             "blob_by_method": blob_counter.by_method(),
-            "watch": watch_stats(),
+            "watch": record_watch_stats(),
         }
     )
 

@@ -2,7 +2,7 @@
 
 Real processes contend for one key on Azurite, each releasing and asking again at once. With
 plain polling the releaser wins almost every time and others starve; in line, each waiter
-gets its turn (a process at most `_keep.TURNS` in a row), mutual exclusion and fencing are
+gets its turn (a process at most `TURNS_IN_A_ROW` in a row), mutual exclusion and fencing are
 exactly as before, and waiting costs a few requests, not a poll every fraction of a second.
 """
 
@@ -20,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from blobsingleton import BlobLease, LeaseTimeout, _keep
+from blobsingleton import BlobLease, LeaseTimeout
+from blobsingleton.leases import TURNS_IN_A_ROW
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,13 +60,15 @@ def test_contending_processes_take_turns_in_line(
     assert len(per_process) == 4, f"a process never got the key: {per_process}"
     most, fewest = max(per_process.values()), min(per_process.values())
     assert most <= 2 * fewest, f"not fair: {sorted(per_process.values())}"
-    # While all four ask, no process takes more than TURNS turns in a row (one more where a
+    # While all four ask, no process takes more than TURNS_IN_A_ROW turns in a row (one more where a
     # run of turns meets a process that has asked but not yet joined the line).
     first_ask = max(min(float(r[1]) - float(r[3]) for r in rows if r[4] == p) for p in per_process)
     last_start = min(max(float(r[1]) for r in rows if r[4] == p) for p in per_process)
     contended = [r[4] for r in by_start if first_ask < float(r[1]) < last_start]
     longest = max(len(list(run)) for _, run in itertools.groupby(contended))
-    assert longest <= _keep.TURNS + 1, f"{longest} turns in a row while others waited: {by_start}"
+    assert longest <= TURNS_IN_A_ROW + 1, (
+        f"{longest} turns in a row while others waited: {by_start}"
+    )
     # Waiting in line costs a few requests per acquisition (it was 10.5 to 11.6 polling the
     # line), not a request every fraction of a second per waiter.
     assert requests / len(rows) <= 8.0, f"{requests / len(rows):.1f} requests per acquisition"

@@ -22,6 +22,9 @@ The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecor
 `RequestCounter` counts what your code sends: pass it as the `raw_request_hook` client option
 (`blobsingleton.config.set_client_options(raw_request_hook=counter)`).
 
+`forget_remembered_records()` makes this process look in storage again for keys it saw
+completed; `record_watch_stats()` says what its record watchers did.
+
 `triggered_by(msg)` runs a block as the Python worker runs an invocation with the library's
 worker extension on: `Busy.DEFER` re-enqueues `msg`, the trigger, even when the guarded
 function does not take it (a test that calls a queue function's user function directly).
@@ -277,7 +280,10 @@ __all__ = [
     "MemoryRecordStore",
     "RequestCounter",
     "crashed_run",
+    "forget_remembered_records",
     "memory_backends",
+    "record_watch_stats",
+    "triggered_by",
 ]
 
 
@@ -289,3 +295,20 @@ def triggered_by(message: Any) -> Iterator[None]:
 
     with _trigger.recorded(message):
         yield
+
+
+def forget_remembered_records() -> None:
+    """Forget the completed records this process remembers (`@once` answers a duplicate of a
+    key it saw completed within 10 s from memory): the next look goes to storage, as a new
+    process's would. For tests and benchmarks that count requests."""
+    from blobsingleton import _record_watch
+
+    _record_watch.forget_known()
+
+
+def record_watch_stats() -> dict[str, int]:
+    """What this process's record watchers did, summed (ticks, listings, single reads,
+    releases): for benchmarks that say which mechanism a figure comes from."""
+    from blobsingleton import _record_watch
+
+    return _record_watch.watch_stats()
