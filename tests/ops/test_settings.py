@@ -34,7 +34,7 @@ HOST_ONLY = {
         "AzureWebJobsFeatureFlags",
         "PYTHON_ENABLE_WORKER_EXTENSIONS",
     },
-    "readme": set(),
+    "readme": {"PYTHON_ENABLE_WORKER_EXTENSIONS"},
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")
