@@ -371,7 +371,7 @@ class QueueListener:
             try:
                 self._queue.delete_message(delivery.message.id, delivery.pop_receipt)
             except HttpResponseError as error:
-                if not _taken_by_another_delivery(error):
+                if not taken_by_another_delivery(error):
                     raise
                 log.warning(
                     "%s: message %s was already gone at delete (its visibility expired and "
@@ -390,7 +390,7 @@ class QueueListener:
                     visibility_timeout=int(self.options.visibility_timeout),
                 )
             except HttpResponseError as error:
-                if not _taken_by_another_delivery(error):
+                if not taken_by_another_delivery(error):
                     raise
                 log.warning(
                     "%s: message %s was gone when releasing it",
@@ -447,7 +447,7 @@ class QueueListener:
                 )
 
 
-def _taken_by_another_delivery(error: HttpResponseError) -> bool:
+def taken_by_another_delivery(error: HttpResponseError) -> bool:
     """Our pop receipt is stale: the message is gone, or it became visible again and another
     delivery dequeued it (404 MessageNotFound, or 400 PopReceiptMismatch)."""
     return isinstance(error, ResourceNotFoundError) or (

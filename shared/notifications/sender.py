@@ -154,7 +154,9 @@ class RetryPolicy:
         return float(ceiling / 2 + rng() * ceiling / 2)
 
 
-def _retry_after(headers: Any, cap: float, now: Callable[[], float] = time.time) -> float | None:
+def retry_after_seconds(
+    headers: Any, cap: float, now: Callable[[], float] = time.time
+) -> float | None:
     """Seconds the server asked us to wait (Retry-After, else X-RateLimit-Reset), capped."""
     if headers is None:
         return None
@@ -272,7 +274,7 @@ class SendGridSender:
                 raise TransientEmailError(message, attempts=attempts, status=status)
             delay = self.retry.backoff(attempt, self._rng)
             if status == 429:
-                asked = _retry_after(headers, self.retry.retry_after_cap)
+                asked = retry_after_seconds(headers, self.retry.retry_after_cap)
                 if asked is not None:
                     delay = max(delay, asked)
             logger.warning(

@@ -9,7 +9,7 @@ from typing import Any
 from azure.core.exceptions import HttpResponseError
 from devhost_testkit import Records, StorageHelper, wait_for
 
-from devhost.queue_listener import _taken_by_another_delivery
+from devhost.queue_listener import taken_by_another_delivery
 
 
 def test_a_good_message_runs_once_and_is_deleted(
@@ -106,10 +106,10 @@ def test_a_stale_pop_receipt_is_recognised_as_another_delivery_not_a_failure(
         queue.delete_message(second.id, second.pop_receipt)
     except HttpResponseError as error:
         errors.append(error)
-    assert len(errors) == 3 and all(_taken_by_another_delivery(e) for e in errors)
+    assert len(errors) == 3 and all(taken_by_another_delivery(e) for e in errors)
     try:
         queue.update_message(second.id, "not-a-receipt", visibility_timeout=-5)
     except HttpResponseError as error:
-        assert not _taken_by_another_delivery(error), error.error_code
+        assert not taken_by_another_delivery(error), error.error_code
     else:
         raise AssertionError("a negative visibility timeout should be refused")

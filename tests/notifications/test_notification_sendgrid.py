@@ -26,7 +26,7 @@ from shared.notifications import (
     mail_body,
     sender_from_settings,
 )
-from shared.notifications.sender import _retry_after
+from shared.notifications.sender import retry_after_seconds
 
 API_KEY = "SG.test-key-never-logged.0123456789"
 FROM = Sender("notifications@example.com", "Example Notifications")
@@ -226,7 +226,7 @@ def test_timeout_is_transient(silent_port: int, sleeps: Sleeps) -> None:
     ],
 )
 def test_retry_after_parsing(headers: dict[str, str], expected: float | None) -> None:
-    assert _retry_after(headers, cap=60.0, now=lambda: 90.0) == expected
+    assert retry_after_seconds(headers, cap=60.0, now=lambda: 90.0) == expected
 
 
 # -- secrets and personal data stay out of the logs --------------------------------------------
