@@ -137,9 +137,11 @@ class _Run:
     deadline: float
     chunk_records: int
     saved: dict[str, Any]
+    progressed: bool = False  # a chunk or a file done in this invocation
 
     def out_of_time(self) -> bool:
-        return time.monotonic() >= self.deadline
+        """Past the budget, once this invocation got something done (each makes progress)."""
+        return self.progressed and time.monotonic() >= self.deadline
 
 
 class _OutOfTime(Exception):
@@ -267,6 +269,7 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
                     run.request.account, run.request.run_id, name)  # fmt: skip
     result.duration_s = round(time.monotonic() - started, 3)
     run.checkpoint.save({"file": None, "done": name})
+    run.progressed = True
     return result
 
 
@@ -316,6 +319,7 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
             break
         state.update(phase="envelope", resume=resume, problems=problems, problem_count=count)
         run.checkpoint.save(state)
+        run.progressed = True
         if run.out_of_time():
             raise _OutOfTime
     if count:
@@ -479,6 +483,7 @@ def _import_members(
                   next_record=_next_record(kind, point))  # fmt: skip
             writer.start_chunk(state["next_record"])
             in_chunk = 0
+            run.progressed = True
             if run.out_of_time():
                 raise _OutOfTime
         if time.monotonic() >= next_progress:
