@@ -59,6 +59,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=100000,
         help="rows of the end-to-end import (timed without tracemalloc)",
     )
+    parser.add_argument("--kill", action="store_true",
+                        help="run the end-to-end import through devhost, SIGKILLing the "
+                        "instance that imports mid-run (bench/import_e2e.py)")  # fmt: skip
+    parser.add_argument("--e2e-kinds", default="csv,834", help="file kinds of the --kill run")
+    parser.add_argument("--e2e-chunk-records", type=int, default=5000,
+                        help="IMPORT_CHUNK_RECORDS of the --kill run")  # fmt: skip
+    parser.add_argument("--e2e-budget-s", type=float, default=60.0,
+                        help="IMPORT_INVOCATION_BUDGET_S of the --kill run")  # fmt: skip
+    parser.add_argument("--e2e-instances", type=int, default=2)
 
 
 def _members(count: int, prefix: str) -> list[Member]:
@@ -256,7 +265,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _compare(connection, args.rows, args.per_row_rows, ms / 1000, f"Rtt{i}")
             for i, ms in enumerate(delays)
         ]
-        if args.e2e_rows:
+        if args.e2e_rows and getattr(args, "kill", False):
+            from bench.import_e2e import run_one
+
+            result["end_to_end_killed"] = [
+                run_one(kind, args.e2e_rows, instances=args.e2e_instances,
+                        chunk_records=args.e2e_chunk_records, budget_s=args.e2e_budget_s)
+                for kind in str(args.e2e_kinds).split(",") if kind.strip()
+            ]  # fmt: skip
+        elif args.e2e_rows:
             result["end_to_end"] = _end_to_end(args.e2e_rows)
         memory = [_child(rows, connection) for rows in sizes]
     result["memory"] = memory
