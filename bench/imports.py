@@ -113,9 +113,15 @@ def _timed(rows: int, counter: RequestCounter, write: Any) -> dict[str, Any]:
 
 
 def _batched(
-    table: Any, account: str, members: list[Member], counter: RequestCounter, batch_size: int = 99
+    table: Any,
+    account: str,
+    members: list[Member],
+    counter: RequestCounter,
+    batch_size: int = 99,
+    lanes: int = 1,
 ) -> dict[str, Any]:
-    writer = FencedMemberWriter(account, 1, "bench", table=table, batch_size=batch_size)
+    writer = FencedMemberWriter(account, 1, "bench", table=table, batch_size=batch_size,
+                                lanes=lanes)  # fmt: skip
     writer.open()
 
     def write() -> None:
@@ -123,7 +129,10 @@ def _batched(
             writer.add(member, Provenance("bench", "bench.csv", f"line {i + 2}"))
         writer.flush()
 
-    return _timed(len(members), counter, write)
+    try:
+        return {**_timed(len(members), counter, write), "lanes": lanes}
+    finally:
+        writer.close()
 
 
 def _per_row(

@@ -59,7 +59,7 @@ from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.data.tables import TableTransactionError, UpdateMode
+from azure.data.tables import UpdateMode
 from blobsingleton import events, settings
 from blobsingleton.leases import instance_id
 
@@ -67,6 +67,7 @@ from shared import storage
 from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
 from shared.imports.records import ACTIVE, Coverage, Member
+from shared.imports.table_batch import TransactionFailed, submit_replace
 from shared.imports.validation import member_key
 
 log = logging.getLogger("shared.imports")
@@ -569,25 +570,19 @@ class FencedMemberWriter:
             raise stale[0] if stale else errors[0]
 
     def _commit(self, lane: int, pending: dict[str, dict[str, Any]]) -> None:
-        """One fenced transaction: the rows plus the lane's fence row, If-Match."""
-        operations: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-            ("upsert", entity, {"mode": UpdateMode.REPLACE}) for entity in pending.values()
-        ]
+        """One fenced transaction: the rows plus the lane's fence row, If-Match (built and
+        read by `table_batch`, not the SDK's multipart code: a tenth of the client CPU)."""
         written = sum(is_member_row(str(key)) for key in pending)
         state = self._state_entity(row=_lane_row(lane), rows=self.rows_written + written)
-        condition = {
-            "mode": UpdateMode.REPLACE,
-            "etag": self._etags[lane],
-            "match_condition": MatchConditions.IfNotModified,
-        }
-        operations.append(("update", state, condition))
+        operations: list[tuple[dict[str, Any], str | None]] = [(e, None) for e in pending.values()]
+        operations.append((state, self._etags[lane]))
         try:
-            results = self._table.submit_transaction(operations)
-        except TableTransactionError as error:
+            etags = submit_replace(self._table, operations)
+        except TransactionFailed as error:
             if _condition_failed(error):
                 raise self._stale(self._current_token()) from None
             raise
-        self._etags[lane] = results[-1]["etag"]
+        self._etags[lane] = etags[-1]
         with self._count_lock:
             self.rows_written += written
             self.transactions += 1
