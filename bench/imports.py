@@ -3,8 +3,9 @@
 Targets (issue 22 section 3), in the JSON as `targets`, `target_results`, `targets_met`:
 batched at least 10x one request per row at a 2 ms round trip, and at least 1,600 rows/s
 (80 % of a table partition's 2,000 entities/s) there; memory flat in file size (peak RSS
-of the largest file at most 1.25x that of the smallest, per kind; growth per row shown). `--kill` runs the
-end-to-end import through devhost with the importing instance SIGKILLed (import_e2e.py).
+of the largest file at most 1.25x that of the smallest, per kind; growth per row shown).
+`--kill` runs the end-to-end import through devhost with the importing instance SIGKILLed
+(import_e2e.py).
 
 Measured against a private Azurite:
 - write path, same members each way: `FencedMemberWriter` (99 members + the fenced state
