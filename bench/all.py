@@ -34,7 +34,8 @@ REDUCED: dict[str, dict[str, Any]] = {
                    "hold_ms": 50.0},
     "scale": {"instances": "1,2,4,8", "events": 100},
     "imports": {"rows": 2000, "per_row_rows": 300, "rtt_ms": "0,2,5", "memory_rows": "",
-                "e2e_rows": 0},
+                "e2e_rows": 0, "lanes": 4, "memory_834_rows": "", "update_rows": 2000,
+                "kill": False},
 }  # fmt: skip
 
 
