@@ -171,6 +171,7 @@ def test_a_csv_run_spans_invocations_and_imports_every_member_once(
     imports_env: ImportsEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = samples.csv_bytes(list(samples.members(700, bad_every=50)))
+    data += b"M0000003,OTHER,NAME,1980-01-01,GOLD,2026-01-01,\r\n"  # line 1 of 7 again, changed
     for account in ("acme", "twin"):
         imports_env.upload(account, "members.csv", data)
     assert _until_done(TWIN, 1) == ["completed"]
@@ -183,7 +184,8 @@ def test_a_csv_run_spans_invocations_and_imports_every_member_once(
     assert _totals(imports_env, RUN) == _totals(imports_env, TWIN)
     rejected = "acme/rejected/2026-11-22/members.csv.rejected.jsonl"
     lines = imports_env.rejected_lines(rejected)
-    assert [x["line"] for x in lines] == [51 + 50 * i for i in range(14)]  # each once, in order
+    assert [x["line"] for x in lines] == [51 + 50 * i for i in range(14)] + [702]  # each once
+    assert lines[-1]["reason"] == "member_id: conflicting duplicate in this file, first at line 5"
     assert imports_env.blob_names("acme/incoming/") == []
 
 
