@@ -59,8 +59,9 @@ class CheckpointStore:
             if written > self.token:
                 raise StaleHolder(self.account, self.token, written)
             self._etag = etag
+            self.data = {"invocations": int(data.get("invocations", 0)) + 1}
             try:
-                self.save({**data, "invocations": int(data.get("invocations", 0)) + 1})
+                self.save(data)
             except StaleHolder:
                 continue  # an older holder moved it between our read and write: decide again
             return data
@@ -68,7 +69,7 @@ class CheckpointStore:
 
     def save(self, data: dict[str, Any]) -> None:
         """Replace the checkpoint (If-Match on our last ETag); `StaleHolder` if it moved."""
-        data = {"invocations": self.data.get("invocations", 0), **data}
+        data = {**data, "invocations": self.data.get("invocations", 0)}  # this one's count
         body = json.dumps({**data, "token": self.token, "saved_at": time.time()},
                           separators=(",", ":")).encode()  # fmt: skip
         condition: dict[str, Any]

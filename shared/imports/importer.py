@@ -399,7 +399,7 @@ def _import_records(
                  "records done before; invocation %d of the run)", request.run_id,
                  request.account, state.get("next_record"), point.get("offset", 0),
                  result.name, state.get("phase"), result.records,
-                 int(saved.get("invocations", 0)) + 1)  # fmt: skip
+                 int(run.checkpoint.data.get("invocations", 0)))  # fmt: skip
     if state.get("phase") == "envelope":
         _check_envelope(run, blob, state)
     if state.get("phase") != "sweep":

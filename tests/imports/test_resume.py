@@ -179,6 +179,7 @@ def test_a_csv_run_spans_invocations_and_imports_every_member_once(
         statuses = _until_done(RUN, 10, budget_s=0, chunk_size=100)
     assert statuses == ["continued"] * 7 + ["completed"]  # one chunk per invocation
     assert "resuming run 2026-11-22 of account acme at record 102 / byte " in caplog.text
+    assert "invocation 8 of the run)" in caplog.text
     twin, acme = _table_state(imports_env, "twin"), _table_state(imports_env, "acme")
     assert acme["members"] == twin["members"] and len(acme["members"]) == 686
     assert _totals(imports_env, RUN) == _totals(imports_env, TWIN)
