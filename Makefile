@@ -35,7 +35,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 demo: setup
-	$(PY) -m devhost demo
+	$(PY) -m harness demo
 
 test: setup lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -52,7 +52,7 @@ test-lib: $(VENV)/.installed node_modules/.installed
 test-long: setup lint
 	$(PY) -m pytest --long $(PYTEST_ARGS)
 
-# mypy: strict typing of the library, the app and devhost (files and settings in pyproject.toml).
+# mypy: strict typing of the library, the app, devhost and harness (files and settings in pyproject.toml).
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .

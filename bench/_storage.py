@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 
-from devhost import services
 from devhost.request_counting import RequestCounter
+from harness import services
 
 SHARED = "BENCH_AZURITE"
 

@@ -18,7 +18,7 @@ import psutil
 
 from bench import capacity, contention, failover, imports, plots, requests, scale, storm
 from bench._storage import SHARED
-from devhost import services
+from harness import services
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

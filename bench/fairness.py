@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from devhost import services
+from harness import services
 
 ROOT = Path(__file__).resolve().parent.parent
 

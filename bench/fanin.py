@@ -11,7 +11,7 @@ Measures, against its own Azurite:
 - units_per_s: units over the time from the instances being ready to the last unit counted.
 The job (record, counter, 10,000 messages) is submitted once the instances run, its
 messages enqueued as the queue has room (--backlog; Azurite scans the whole queue on every
-receive and delete, see devhost/scenarios/_feeding.py).
+receive and delete, see harness/feeding.py).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from devhost import services
 from devhost.request_counting import request_counter
-from devhost.scenarios import _common
-from devhost.scenarios._callbacks import CallbackReceiver
-from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
-from devhost.scenarios.batch import JobRun, wait_for_archives
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
+from harness import kit as _common
+from harness import services
+from harness.callbacks import CallbackReceiver
+from harness.feeding import DEFAULT_BACKLOG, submit_jobs
+from harness.scenarios.batch import JobRun, wait_for_archives
 from shared.jobs import JobRequest, JobSettings, JobStore, record_unit, submit_job
 
 TARGETS = {"tracking_requests_per_unit": 2.0, "completion_latency_s": 2.0}

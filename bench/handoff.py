@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from devhost import services
-from devhost.scenarios._handoff import measure_handoff
+from harness import services
+from harness.handoff import measure_handoff
 
 POLL_INTERVAL = 1.0  # blobsingleton's default; each wait is jittered 0.5x to 1.5x
 TARGETS = {"handoff_after_release_s": 1.5 * POLL_INTERVAL + 0.5}

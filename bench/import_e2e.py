@@ -34,8 +34,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from devhost.scenarios import _import_samples as samples
 from devhost.supervisor import HostOptions, Supervisor
+from harness import import_samples as samples
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = date(2026, 11, 22)
@@ -83,7 +83,7 @@ def edi_file(path: Path, rows: int, per_set: int = 10_000) -> int:
 @functools.cache
 def _import_functions() -> list[str]:
     """The app's import queue function(s) (indexed once: the app refuses a second time)."""
-    from devhost.scenarios import _common
+    from harness import kit as _common
 
     return _common.functions_bound_to("IMPORT_QUEUE", "function_app", str(ROOT))
 
@@ -161,7 +161,7 @@ def _run_one(
     """Import one `kind` ("csv" or "834") file of `rows` members through devhost."""
     from azure.data.tables import TableServiceClient
 
-    from devhost.scenarios import _common
+    from harness import kit as _common
     from shared.imports.fanout import enqueue_request
     from shared.imports.layout import imports_container
     from shared.imports.member_table import EVENT_PREFIX, is_member_row

@@ -41,7 +41,7 @@ from azure.data.tables import TableServiceClient, UpdateMode
 from bench._storage import azurite_storage
 from bench.latency_proxy import latency_proxy
 from devhost.request_counting import RequestCounter
-from devhost.scenarios import _import_samples as samples
+from harness import import_samples as samples
 from shared.imports.member_table import FencedMemberWriter, Provenance, member_entity
 from shared.imports.records import Member
 from shared.imports.validation import validate_member

@@ -49,7 +49,7 @@ def _scenario(instances: int, events: int) -> dict[str, Any]:
     """The notifications scenario in its own process (the app is indexed once per process),
     against the run's Azurite; its instances are its children, so their CPU is counted."""
     command = [
-        sys.executable, "-m", "devhost", "scenario", "notifications", "--log-level", "WARNING",
+        sys.executable, "-m", "harness", "scenario", "notifications", "--log-level", "WARNING",
         "--instances", str(instances), "--events", str(events), "--json",
     ]  # fmt: skip
     done = subprocess.run(

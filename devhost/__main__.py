@@ -1,12 +1,10 @@
-"""`python -m devhost`: run the app at scale locally, or run a scenario against it.
+"""`python -m devhost`: run the app at scale locally, as `func start` runs it, in N instances.
 
 python -m devhost run --instances 3 [--timers every|once] [--http-port 7071]
                       [--app function_app] [--functions NAME...]
                       [--instance-setting NAME=VALUE]... [--setting NAME=VALUE]...
-python -m devhost scenario notifications --instances 8 --events 1000 [--json]
-python -m devhost demo             (the storm with and without @once, on a private Azurite)
-python -m devhost chaos --instances 8 --minutes 3 [--seed N] [--json]
-                                   (all flows under seeded faults; exit 0 if every invariant held)
+
+Load scenarios, the demo and the chaos run are `python -m harness` (harness/).
 """
 
 from __future__ import annotations
@@ -18,15 +16,14 @@ import signal
 import sys
 import threading
 
-from devhost import chaos_run, demo, scenarios
 from devhost.app_settings import parse_assignment
-from devhost.scenarios import _common as scenario_common
 from devhost.supervisor import (
     ADMIN_KEY_SETTING,
     FUNCTION_KEY_SETTING,
     HostOptions,
     InstanceStartError,
     Supervisor,
+    host_arguments,
 )
 from devhost.timer_listener import TIMER_MODES
 from devhost.worker import configure_logging
@@ -69,15 +66,6 @@ def _wait_for_signal(supervisor: Supervisor) -> int:
             return 1
     log.info("stopping: waiting for in-flight invocations")
     return 0
-
-
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so instances and Azurite started here are stopped."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -126,20 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_scenario(args: argparse.Namespace) -> int:
-    _interrupt_on_sigterm()
-    return int(args.scenario_main(args))
-
-
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--app", default="function_app", help="app module (default function_app)")
-    common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
-    common.add_argument(
-        "--log-level",
-        default=os.environ.get("DEVHOST_LOG_LEVEL"),
-        help="default: WARNING for run and chaos (problems only), else INFO",
-    )
+    common = host_arguments("default: WARNING (problems only)")
 
     parser = argparse.ArgumentParser(
         prog="python -m devhost",
@@ -189,43 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=cmd_run)
 
-    scenario = commands.add_parser("scenario", help="run a load scenario")
-    kinds = scenario.add_subparsers(dest="scenario", required=True)
-    for name, module in sorted(scenarios.available().items()):
-        sub = kinds.add_parser(name, parents=[common], help=getattr(module, "HELP", None))
-        module.add_arguments(sub)
-        scenario_common.add_run_arguments(sub)
-        sub.set_defaults(handler=cmd_scenario, scenario_main=module.main)
-
-    demo_parser = commands.add_parser(
-        "demo", parents=[common], help="the storm guarded and unguarded, on a private Azurite"
-    )
-    demo.add_arguments(demo_parser)
-    demo_parser.set_defaults(handler=cmd_demo)
-
-    chaos = commands.add_parser(
-        "chaos", parents=[common], help="every flow under seeded faults; checks the invariants"
-    )
-    chaos_run.add_arguments(chaos)
-    chaos.set_defaults(handler=cmd_chaos)
     return parser
-
-
-def cmd_chaos(args: argparse.Namespace) -> int:
-    _interrupt_on_sigterm()
-    return chaos_run.main(args)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    if not args.verbose:  # the progress panel and the summary own the terminal; the log file
-        logging.getLogger().setLevel(logging.ERROR)  # has the rest
-    return demo.main(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.log_level is None:
-        args.log_level = "WARNING" if args.command in ("run", "chaos") else "INFO"
+        args.log_level = "WARNING"
     configure_logging("host", args.log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -69,6 +69,19 @@ def load_app_settings(
     return AppSettings(values=merged, source=source, notes=notes)
 
 
+def instance_id(instance: int) -> str:
+    """The WEBSITE_INSTANCE_ID devhost gives instance number `instance` (Azure gives a hex id)."""
+    return f"devhost-{instance}"
+
+
+def instance_number(website_instance_id: str | None) -> int | None:
+    """The instance number of a devhost WEBSITE_INSTANCE_ID (as owner records carry it), else
+    None: how a harness maps "who holds this key" back to a process."""
+    text = website_instance_id or ""
+    number = text.removeprefix("devhost-")
+    return int(number) if number != text and number.isdigit() else None
+
+
 def instance_settings(
     base: Mapping[str, str | None], overrides: Mapping[str, str], instance: int
 ) -> dict[str, str | None]:
@@ -76,7 +89,7 @@ def instance_settings(
     result: dict[str, str | None] = dict(base)
     for name, value in overrides.items():
         result[name] = value.replace("{instance}", str(instance))
-    result["WEBSITE_INSTANCE_ID"] = f"devhost-{instance}"
+    result["WEBSITE_INSTANCE_ID"] = instance_id(instance)
     return result
 
 

@@ -14,7 +14,17 @@ Facts taken from the worker's source (Azure/azure-functions-python-worker, `disp
   converter (`http`: HttpResponse or str, anything else is a TypeError);
 - `context` is passed when the signature has a `context` parameter; its function_directory is
   the folder of the file that defines the registered callable (`inspect.getfile`, which does
-  not follow `__wrapped__`).
+  not follow `__wrapped__`);
+- worker extensions (`extension.py`, `utils/wrappers.py`): when PYTHON_ENABLE_WORKER_EXTENSIONS
+  is true-like (`1`, `true`, `t`, `yes`, `y`; default: true on Python 3.9 only, read at each
+  call), the hooks registered with `azure.functions.ExtensionMeta` run around each invocation,
+  in the thread (sync) or task (async) that runs the function, in this order: app-level
+  `pre_invocation_app_level(logger, context, func_args)`, function-level `pre_invocation`, the
+  function, function-level `post_invocation(..., func_ret)`, app-level
+  `post_invocation_app_level`; the post hooks do not run when the function raised; a hook's
+  exception is logged (logger `azure_functions_worker.extension.<name>`) and the chain goes
+  on. `func_args` is the function's keyword arguments (with `context` when it takes one). At
+  load, `post_function_load` and `post_function_load_app_level(name, directory)` run.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import concurrent.futures
 import inspect
 import logging
 import os
+import sys
 import threading
 import typing
 import uuid
@@ -38,6 +49,7 @@ from azure.functions import _abc, meta
 log = logging.getLogger("devhost.invocation")
 
 THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
+EXTENSIONS_SETTING = "PYTHON_ENABLE_WORKER_EXTENSIONS"
 
 
 def return_rule_message(function_name: str) -> str:
@@ -240,6 +252,61 @@ class InvocationContext(_abc.Context):
         return self._retry
 
 
+# --- worker extensions, as the worker runs them -------------------------------------------
+
+_TRUE_LIKE = {"1", "true", "t", "yes", "y"}
+_FALSE_LIKE = {"0", "false", "f", "no", "n"}
+PRE_INVOCATION = ("pre_invocation_app_level", "pre_invocation")
+POST_INVOCATION = ("post_invocation", "post_invocation_app_level")
+
+
+def extensions_enabled(environ: Any = None) -> bool:
+    """PYTHON_ENABLE_WORKER_EXTENSIONS as the worker reads it: true-like enables, false-like
+    disables, anything else (or unset) keeps the default (true on Python 3.9 only)."""
+    raw = (os.environ if environ is None else environ).get(EXTENSIONS_SETTING)
+    value = raw.strip().lower() if raw is not None else None
+    if value in _TRUE_LIKE:
+        return True
+    default = sys.version_info[:2] == (3, 9)
+    return default and value not in _FALSE_LIKE
+
+
+def _hooks(hook_name: str, function_name: str) -> list[Any]:
+    source = (
+        func.ExtensionMeta.get_application_hooks()
+        if hook_name.endswith("_app_level")
+        else func.ExtensionMeta.get_function_hooks(function_name)
+    )
+    return list(getattr(source, hook_name, [])) if source is not None else []
+
+
+def run_invocation_hooks(
+    names: tuple[str, ...], context: InvocationContext, args: dict[str, Any], *ret: Any
+) -> None:
+    """Each hook of `names`, in order, if extensions are enabled; failures logged, not raised."""
+    if not extensions_enabled():
+        return
+    for hook_name in names:
+        for hook in _hooks(hook_name, context.function_name):
+            ext_logger = logging.getLogger(f"azure_functions_worker.extension.{hook.ext_name}")
+            try:
+                hook.ext_impl(ext_logger, context, args, *ret)
+            except Exception as error:
+                ext_logger.error(error, exc_info=True)
+
+
+def run_function_load_hooks(function_name: str, function_directory: str) -> None:
+    """`post_function_load` and `post_function_load_app_level`, if extensions are enabled."""
+    if not extensions_enabled():
+        return
+    for hook_name in ("post_function_load", "post_function_load_app_level"):
+        for hook in _hooks(hook_name, function_name):
+            try:
+                hook.ext_impl(function_name, function_directory)
+            except Exception as error:
+                logging.getLogger("azure_functions_worker").error(error, exc_info=True)
+
+
 # --- the worker process's runtime: one thread pool, one event loop ------------------------
 
 
@@ -316,11 +383,11 @@ class WorkerRuntime:
             args["context"] = context
         try:
             if contract.is_async:
+                run_invocation_hooks(PRE_INVOCATION, context, args)
                 result = await fn(**args)
+                run_invocation_hooks(POST_INVOCATION, context, args, result)
             else:
-                result = await self.loop.run_in_executor(
-                    self.pool, _run_sync, context.invocation_id, fn, args
-                )
+                result = await self.loop.run_in_executor(self.pool, _run_sync, context, fn, args)
         finally:
             _function_names.pop(context.invocation_id, None)
         if result is not None and not contract.has_return:
@@ -338,10 +405,13 @@ class WorkerRuntime:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def _run_sync(invocation_id: str, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
-    _invocation_local.invocation_id = invocation_id
+def _run_sync(context: InvocationContext, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    _invocation_local.invocation_id = context.invocation_id
     try:
-        return fn(**args)
+        run_invocation_hooks(PRE_INVOCATION, context, args)
+        result = fn(**args)
+        run_invocation_hooks(POST_INVOCATION, context, args, result)
+        return result
     finally:
         _invocation_local.invocation_id = None
 
@@ -376,8 +446,10 @@ def runtime() -> WorkerRuntime:
 
 
 def register(contract: FunctionContract) -> None:
-    """Remember a loaded function's contract (indexing does this for every function)."""
+    """Remember a loaded function's contract (indexing does this for every function), and run
+    the extensions' load hooks as the worker does when it loads a function."""
     _contracts[contract.name] = contract
+    run_function_load_hooks(contract.name, contract.directory)
 
 
 def invoke(

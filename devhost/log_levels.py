@@ -4,6 +4,9 @@ The host files a record logged during an invocation under the category
 `Function.<name>.User` and filters it by the rule with the longest matching category prefix
 (`Function.<name>.User`, `Function.<name>`, `Function`), else `default` (Information when
 unset). Records the worker could not tie to an invocation are filtered by `default` here.
+Level names are .NET's `LogLevel` (Trace, Debug, Information, Warning, Error, Critical, None),
+case-insensitive, as the host reads them; this module is the host's reading of them (the app
+reads host.json for its own purposes in `shared/app_logging.py`, which devhost never imports).
 """
 
 from __future__ import annotations
@@ -11,7 +14,26 @@ from __future__ import annotations
 import logging
 
 from devhost.invocation import current_function_name
-from shared.app_logging import python_level
+
+#: .NET LogLevel names as Python levels (Python has no Trace: it is DEBUG); None lets nothing
+#: through.
+LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "information": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "none": logging.CRITICAL + 10,
+}
+
+
+def python_level(name: str) -> int:
+    """A host.json (.NET LogLevel) level name as a Python level; ValueError for unknown ones."""
+    try:
+        return LEVELS[str(name).strip().lower()]
+    except KeyError:
+        raise ValueError(f"not a log level: {name!r} (one of {', '.join(LEVELS)})") from None
 
 
 def level_for(category: str, rules: dict[str, str]) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import multiprocessing as mp
+import os
 import queue
 import secrets
 import threading
@@ -31,6 +33,18 @@ ADMIN_KEY_SETTING = "DEVHOST_ADMIN_KEY"
 
 class InstanceStartError(RuntimeError):
     """An instance failed to index the app or to start its listeners."""
+
+
+def host_arguments(log_level_help: str) -> argparse.ArgumentParser:
+    """The options that say which app to host and how loud (`--app`, `--app-dir`,
+    `--log-level`), as a parent parser for any command that starts instances."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--app", default="function_app", help="app module (default function_app)")
+    common.add_argument("--app-dir", default=".", help="folder of the app, host.json, settings")
+    common.add_argument(
+        "--log-level", default=os.environ.get("DEVHOST_LOG_LEVEL"), help=log_level_help
+    )
+    return common
 
 
 @dataclass

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devhost import request_counting
+from devhost.app_settings import instance_id
 
 EXIT_INDEXING_FAILED = 3
 EXIT_START_FAILED = 4
@@ -136,7 +137,7 @@ def main(config: WorkerConfig, reports: Any) -> None:
     shutdown.install()  # early: a SIGTERM during start-up still stops us gracefully
     apply_settings(config.settings)
     request_counting.install()  # the host counts the app's storage requests, the app does not
-    os.environ["WEBSITE_INSTANCE_ID"] = f"devhost-{config.instance}"
+    os.environ["WEBSITE_INSTANCE_ID"] = instance_id(config.instance)
     log_levels = _host_log_levels(config)
     configure_logging(str(config.instance), config.log_level, log_levels, config.log_file)
     log = logging.getLogger("devhost.worker")

@@ -106,7 +106,7 @@ def import_account(msg: func.QueueMessage) -> None:
     if request is None:
         return
     try:
-        import_under_lease(request, msg)
+        import_under_lease(request)
     except RunContinues:
         enqueue_request(request)
         log.info("import %s/%s: continuation queued", request.account, request.run_id)
@@ -114,10 +114,11 @@ def import_account(msg: func.QueueMessage) -> None:
 
 @singleton(REQUEST_LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
 @once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
-def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
+def import_under_lease(request: ImportRequest) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
-    The keys come from the validated `request`; `msg` is what a deferral re-enqueues.
+    The keys come from the validated `request`; a deferral re-enqueues the invocation's trigger
+    message, which the library's worker extension records (PYTHON_ENABLE_WORKER_EXTENSIONS).
     `under_lease`: whoever gets here holds the account's lease, so a run still in progress
     is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
     taken over at once; a completed run is returned as it is.

@@ -70,7 +70,7 @@ IN_PROGRESS_SECONDS = in_progress_seconds()
     queue=QUEUE,
     in_progress_timeout=IN_PROGRESS_SECONDS,
 )
-def _deliver_once(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
+def _deliver_once(notification: Notification) -> dict[str, Any]:
     result = sender_from_settings().send(notification)
     log.info(
         "notification %s (%s) sent via %s, message id %s, %d attempt(s)",
@@ -80,15 +80,16 @@ def _deliver_once(notification: Notification, msg: func.QueueMessage) -> dict[st
     return result.to_dict()
 
 
-def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
-    """Send `notification` once per event id; `msg` is what a deferral re-enqueues.
+def deliver(notification: Notification) -> Any:
+    """Send `notification` once per event id. A deferral re-enqueues the invocation's trigger
+    message, which the library's worker extension records (PYTHON_ENABLE_WORKER_EXTENSIONS).
 
     Raises `ContentMismatch` (naming the differing fields) when the event id was used before
     for a notification with other content.
     """
     with delivering(notification) as delivery:
         try:
-            return _deliver_once(notification, msg)
+            return _deliver_once(notification)
         except PayloadMismatch:
             fields = delivery.differing or differing_fields(None, delivery.fingerprint)
             raise ContentMismatch(notification.event_id, fields) from None
@@ -101,6 +102,6 @@ def send_notification(msg: func.QueueMessage) -> None:
     if notification is None:
         return
     try:
-        deliver(notification, msg)
+        deliver(notification)
     except (PermanentEmailError, ContentMismatch) as exc:
         poison.reject(msg, QUEUE, f"event {notification.event_id}: {exc}")

@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from devhost import request_counting, services  # noqa: E402
-from devhost.scenarios._callbacks import CallbackReceiver  # noqa: E402
+from devhost import request_counting  # noqa: E402
+from harness import services  # noqa: E402
+from harness.callbacks import CallbackReceiver  # noqa: E402
 from tests.support import AppSettings, child_env, fresh_functions  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do

@@ -23,7 +23,7 @@ def collected(*args: str) -> set[str]:
 
 def test_tests_using_azurite_processes_or_an_explicit_mark_are_services() -> None:
     files = ["tests/lease/test_fairness.py", "packages/blobsingleton/tests/lease/test_errors.py",
-             "tests/devhost/test_demo_output.py"]  # fmt: skip
+             "tests/harness/test_demo_output.py"]  # fmt: skip
     services = collected("-m", "services", *files)
     others = collected("-m", "not services", *files)
     assert not services & others

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from bench._storage import SHARED
+from bench import SHARED
 from tests.support import AppSettings
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from devhost_testkit import FUNCTION_KEY, HERE, SAMPLE_APP, Records, StorageHelper
 
-from devhost import services
 from devhost.supervisor import HostOptions, Supervisor
+from harness import services
 
 
 @pytest.fixture(scope="session")
@@ -50,14 +50,15 @@ def base_settings(connection_string: str, records: Records) -> dict[str, str | N
 
 @pytest.fixture
 def start_host() -> Iterator[Callable[..., Supervisor]]:
-    """Start the sample app in N instances; every host started is stopped after the test."""
+    """Start the sample app (or `app_module=` another app of this folder) in N instances;
+    every host started is stopped after the test."""
     started: list[Supervisor] = []
 
     def start(settings: dict[str, str | None], **options: Any) -> Supervisor:
         options.setdefault("http_port", None)
+        options.setdefault("app_module", SAMPLE_APP)
         supervisor = Supervisor(
             HostOptions(
-                app_module=SAMPLE_APP,
                 app_dir=str(HERE),
                 settings=settings,
                 drain_timeout=10.0,

@@ -10,8 +10,8 @@ import pytest
 
 from devhost.app_settings import instance_settings, load_app_settings, parse_assignment
 from devhost.host_config import HostConfigError, load_host_config, parse_timespan, queue_options
-from devhost.scenarios._common import _development_storage_down
 from devhost.supervisor import HostOptions, Supervisor
+from harness.kit import development_storage_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,15 +100,15 @@ def test_scenarios_start_azurite_only_when_development_storage_is_down(
         settings.write_text(json.dumps({"Values": {"AzureWebJobsStorage": value}}))
 
     storage_setting("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=eA==")
-    assert _development_storage_down(str(tmp_path)) is False  # a real account: never
+    assert development_storage_down(str(tmp_path)) is False  # a real account: never
     storage_setting("UseDevelopmentStorage=true")
     listener = socket.socket()
     try:
         listener.bind(("127.0.0.1", 10000))
     except OSError:  # something already serves the emulator's port on this machine
-        assert _development_storage_down(str(tmp_path)) is False
+        assert development_storage_down(str(tmp_path)) is False
         return
     with listener:
         listener.listen()
-        assert _development_storage_down(str(tmp_path)) is False  # an emulator is up
-    assert _development_storage_down(str(tmp_path)) is True
+        assert development_storage_down(str(tmp_path)) is False  # an emulator is up
+    assert development_storage_down(str(tmp_path)) is True

@@ -18,7 +18,7 @@ from typing import Any
 from azure.core.exceptions import ResourceExistsError
 from devhost_testkit import wait_for
 
-from devhost.scenarios._handoff import measure_handoff
+from harness.handoff import measure_handoff
 
 POLL_INTERVAL = 1.0  # blobsingleton's default
 LEASE_PERIOD = 15.0

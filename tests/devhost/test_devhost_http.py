@@ -10,7 +10,7 @@ from typing import Any
 from devhost_testkit import FUNCTION_KEY
 
 from devhost.http_server import compile_route
-from devhost.services import free_port
+from harness.services import free_port
 
 
 def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes]:

@@ -1,4 +1,4 @@
-"""`python -m devhost scenario notifications`: one JSON object, counts from the outbox."""
+"""`python -m harness scenario notifications`: one JSON object, counts from the outbox."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _scenario(connection_string: str, *extra: str) -> tuple[int, dict[str, Any],
     env.pop("SENDGRID_API_KEY", None)
     env["AzureFunctionsJobHost__extensions__queues__maxPollingInterval"] = "00:00:00.5"
     proc = subprocess.run(
-        [sys.executable, "-m", "devhost", "scenario", "notifications", "--instances", "2",
+        [sys.executable, "-m", "harness", "scenario", "notifications", "--instances", "2",
          "--events", "10", "--json", "--timeout", "90", *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
     )  # fmt: skip

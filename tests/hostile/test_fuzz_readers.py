@@ -18,7 +18,7 @@ from blobsingleton.errors import InvalidKey
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from devhost.scenarios import _import_samples as samples
+from harness import import_samples as samples
 from shared.imports.csv_reader import read_csv
 from shared.imports.edi_reader import check_envelope, read_834
 from shared.imports.records import FIELDS, SourceFileError

@@ -28,7 +28,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from devhost import request_counting, services
+from devhost import request_counting
+from harness import services
 from tests.support import AppSettings
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"

@@ -12,9 +12,9 @@ import pytest
 from blobsingleton import BlobLease, once
 from blobsingleton.errors import SettingMissing
 
-from devhost import services
-from devhost.scenarios import _import_samples as samples
-from devhost.scenarios._callbacks import CallbackReceiver
+from harness import import_samples as samples
+from harness import services
+from harness.callbacks import CallbackReceiver
 from shared import storage
 from shared.imports.member_table import is_member_row
 from shared.imports.request import ImportRequest

@@ -13,10 +13,10 @@ from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
 from blobsingleton.records import BlobRecordStore
 from blobsingleton.schedules import fired_occurrence
-from blobsingleton.testing import crashed_run
+from blobsingleton.testing import crashed_run, triggered_by
 
-from devhost.scenarios import _import_samples as samples
 from functions.imports import fan_out_night, import_account, nightly_import, run_import_now
+from harness import import_samples as samples
 from shared import storage
 from shared.imports.keys import NIGHTLY_KEY
 from shared.imports.request import ImportRequest
@@ -111,8 +111,9 @@ def test_an_invalid_message_goes_to_poison_with_nothing_run(imports_env: Imports
 
 
 def test_a_busy_account_defers_the_message(imports_env: ImportsEnv) -> None:
-    with BlobLease("import-acme"):
-        import_account(message("acme"))
+    msg = message("acme")
+    with BlobLease("import-acme"), triggered_by(msg):  # as the worker runs it, with its extension
+        import_account(msg)
     assert queue_count(imports_env.queue) == 1  # a delayed copy, invisible for now
     assert imports_env.messages(imports_env.queue) == []
 

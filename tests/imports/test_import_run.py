@@ -9,7 +9,7 @@ from datetime import date
 
 import pytest
 
-from devhost.scenarios import _import_samples as samples
+from harness import import_samples as samples
 from shared.imports import file_mover
 from shared.imports.importer import run_import
 from shared.imports.layout import imports_container

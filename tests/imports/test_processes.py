@@ -13,7 +13,7 @@ from typing import IO
 import pytest
 from blobsingleton.records import BlobRecordStore
 
-from devhost.scenarios import _import_samples as samples
+from harness import import_samples as samples
 from shared.imports.request import ImportRequest
 from tests.imports.support import ImportsEnv
 

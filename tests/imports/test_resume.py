@@ -11,7 +11,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from devhost.scenarios import _import_samples as samples
+from harness import import_samples as samples
 from shared import storage
 from shared.imports import checkpoint as checkpoint_module
 from shared.imports.checkpoint import CheckpointStore

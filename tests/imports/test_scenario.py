@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.scenarios.imports import _max_parallel, _overlaps
+from harness.scenarios.imports import _max_parallel, _overlaps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def test_every_instance_fires_and_each_account_is_imported_exactly_once(
 ) -> None:
     args = ["--instances", "3", "--accounts", "3", "--rows", "200", "--fire-after", "20"]
     proc = subprocess.run(
-        [sys.executable, "-m", "devhost", "scenario", "imports", *args, "--json",
+        [sys.executable, "-m", "harness", "scenario", "imports", *args, "--json",
          "--log-level", "WARNING"],
         env=subprocess_env, cwd=str(ROOT), capture_output=True, text=True, timeout=280,
     )  # fmt: skip

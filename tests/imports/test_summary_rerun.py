@@ -16,8 +16,8 @@ from datetime import date
 from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 
-from devhost.scenarios import _import_samples as samples
 from functions.notifications import send_notification
+from harness import import_samples as samples
 from shared import storage
 from shared.imports.importer import run_import
 from shared.imports.report import RunReport

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from devhost.scenarios._callbacks import CallbackReceiver
+from harness.callbacks import CallbackReceiver
 from shared.jobs import CallbackUnavailable, Completion, JobSettings, JobStatus
 from shared.jobs.callback import post_callback
 from shared.jobs.records import AnnouncementState

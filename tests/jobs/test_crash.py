@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.scenarios._callbacks import CallbackPost, CallbackReceiver
+from harness.callbacks import CallbackPost, CallbackReceiver
 from shared.jobs import JobSettings, JobStore, watch
 from tests.jobs.conftest import submit, units
 from tests.support import AppSettings

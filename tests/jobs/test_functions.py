@@ -10,8 +10,8 @@ import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
 
-from devhost.scenarios._callbacks import CallbackReceiver
 from functions.jobs import fail_job_unit, get_job, run_job_unit, start_job, watch_jobs
+from harness.callbacks import CallbackReceiver
 from shared.jobs import JobSettings, JobStore, UnitState, record_unit
 from tests.jobs.conftest import receive_all, run_units, units
 

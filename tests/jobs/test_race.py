@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from devhost.scenarios._callbacks import CallbackReceiver
+from harness.callbacks import CallbackReceiver
 from shared.jobs import JobSettings, JobStore
 from tests.jobs.conftest import submit, units
 

@@ -17,7 +17,7 @@ def test_batch_scenario_with_kills_calls_back_once_per_job(
 ) -> None:
     args = ["--instances", "2", "--jobs", "3", "--units", "40", "--kill-rate", "0.05", "--json"]
     proc = subprocess.run(
-        [sys.executable, "-m", "devhost", "scenario", "batch", *args, "--log-level", "WARNING"],
+        [sys.executable, "-m", "harness", "scenario", "batch", *args, "--log-level", "WARNING"],
         env=subprocess_env,
         cwd=str(ROOT),
         capture_output=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from devhost.request_counting import request_counter
-from devhost.scenarios._callbacks import CallbackReceiver
+from harness.callbacks import CallbackReceiver
 from shared.jobs import (
     JobSettings,
     JobStore,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from devhost.scenarios._callbacks import CallbackReceiver
+from harness.callbacks import CallbackReceiver
 from shared.jobs import JobSettings, JobStore, job_status, record_unit, watch
 from shared.jobs.layout import JobLayout
 from tests.jobs.conftest import submit, units

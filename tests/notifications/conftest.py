@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost import services
+from harness import services
 
 
 @pytest.fixture(scope="session")

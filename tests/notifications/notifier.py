@@ -9,6 +9,7 @@ import json
 import sys
 
 from azure.functions.queue import QueueMessage
+from blobsingleton.testing import triggered_by
 
 from function_app import app
 
@@ -25,7 +26,9 @@ def main() -> None:
             "subject": "Your order has shipped",
             "text": "It is on its way.",
         }
-        send(QueueMessage(id=f"copy-{i}", body=json.dumps(body).encode(), dequeue_count=1))
+        msg = QueueMessage(id=f"copy-{i}", body=json.dumps(body).encode(), dequeue_count=1)
+        with triggered_by(msg):  # as the worker runs it, its extension recording the trigger
+            send(msg)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from blobsingleton import settings
 
-from devhost.services import free_port
+from harness.services import free_port
 from shared.notifications import (
     Notification,
     OutboxSender,

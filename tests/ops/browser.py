@@ -15,8 +15,8 @@ from typing import Any
 from blobsingleton import BlobLease
 from blobsingleton.records import Status
 
-from devhost.services import free_port
 from devhost.supervisor import HostOptions, Supervisor
+from harness.services import free_port
 from tests.ops.support import hold_lock, put_record, start_job, write_import_report
 
 ROOT = Path(__file__).resolve().parents[2]

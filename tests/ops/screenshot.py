@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from devhost import services
+from harness import services
 from tests.ops.browser import ROOT, chromium, seeded_host
 
 

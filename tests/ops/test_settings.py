@@ -25,10 +25,15 @@ PLATFORM = {
     "WEBSITE_HOSTNAME", "CONTAINER_NAME", "LEGION_SERVICE_HOST", "AzureWebJobsScriptRoot",
     "AzureFunctionsWebHost__hostid",
 }  # fmt: skip
-#: Read by the host or the local tools, not by the code: allowed where they belong.
+#: Read by the host, the Python worker or the local tools, not by the code: allowed where they
+#: belong (PYTHON_ENABLE_WORKER_EXTENSIONS: the worker runs the extension DEFER relies on).
 HOST_ONLY = {
-    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING"},
-    "sample": {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsFeatureFlags"},
+    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING", "PYTHON_ENABLE_WORKER_EXTENSIONS"},
+    "sample": {
+        "FUNCTIONS_WORKER_RUNTIME",
+        "AzureWebJobsFeatureFlags",
+        "PYTHON_ENABLE_WORKER_EXTENSIONS",
+    },
     "readme": set(),
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

@@ -21,7 +21,9 @@ import function_app
 from tests.support import fresh_functions
 
 ROOT = Path(__file__).resolve().parents[2]
-NEVER_DEPLOYED = ("tests/", "devhost/", "bench/", "node_modules/", ".venv/", ".devhost/", ".git/")
+NEVER_DEPLOYED = (
+    "tests/", "devhost/", "harness/", "bench/", "node_modules/", ".venv/", ".devhost/", ".git/"
+)  # fmt: skip
 NEVER_DEPLOYED_FILES = ("local.settings.json",)
 
 INDEX = """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost import services
+from harness import services
 
 ROOT = Path(__file__).resolve().parents[2]
 

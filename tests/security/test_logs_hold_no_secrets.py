@@ -18,12 +18,12 @@ from dataclasses import replace
 import azure.functions as func
 import pytest
 
-from devhost import services
-from devhost.scenarios import _import_samples as samples
-from devhost.scenarios._callbacks import CallbackReceiver
 from functions.imports import import_account
 from functions.jobs import run_job_unit, start_job
 from functions.notifications import send_notification
+from harness import import_samples as samples
+from harness import services
+from harness.callbacks import CallbackReceiver
 from shared import storage
 from shared.imports.request import ImportRequest
 

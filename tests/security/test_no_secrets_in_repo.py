@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from devhost.services import AZURITE_KEY
+from harness.services import AZURITE_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _deferral as deferral
+from blobsingleton import _trigger
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope
@@ -120,6 +121,10 @@ class BusyHandling:
     queue: str | None
     defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
+
+    def __post_init__(self) -> None:
+        if self.policy == Busy.DEFER:  # DEFER finds the trigger message through the worker
+            _trigger.register_if_available()
 
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""

@@ -2,14 +2,16 @@
 
 Failing the invocation would make the host retry at once and count the attempt toward
 poison; instead a copy is enqueued with a visibility delay and this delivery completes.
-The copy is base64-encoded, as the host's queue trigger expects by default.
+The copy is base64-encoded, as the host's queue trigger expects by default. The message is
+the invocation's trigger, as the worker extension recorded it (`_trigger.py`), else the queue
+message among the guarded function's arguments.
 """
 
 from __future__ import annotations
 
 import logging
 
-from blobsingleton import _defaults
+from blobsingleton import _defaults, _trigger
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton.queues import QueueMessageLike, describe_id, send_message
@@ -45,8 +47,14 @@ def defer(
 
 
 def find_message(arguments: dict[str, object]) -> QueueMessageLike:
-    """The queue message among a function's arguments (deferral needs a queue trigger)."""
-    for value in arguments.values():
-        if isinstance(value, QueueMessageLike) and not isinstance(value, (str, bytes)):
-            return value
-    raise TypeError("on_busy=DEFER needs a func.QueueMessage argument (a queue-triggered function)")
+    """The invocation's trigger queue message: recorded by the worker extension
+    (`blobsingleton.queues.register_worker_extension`), else found among the guarded
+    function's arguments. Deferral needs a queue-triggered invocation."""
+    message = _trigger.trigger_message() or _trigger.queue_message_in(arguments)
+    if message is None:
+        raise TypeError(
+            "on_busy=DEFER needs the invocation's trigger queue message: run under the Python "
+            f"worker with {_trigger.ENABLE_SETTING}=1 (the extension records it), or pass the "
+            "func.QueueMessage to the guarded function"
+        )
+    return message

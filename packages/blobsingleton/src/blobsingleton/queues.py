@@ -6,17 +6,22 @@ The host merges a JSON body's top-level fields into the trigger metadata, so a b
 named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.QueueMessage`
 (`msg.id`, `msg.dequeue_count`...): `overridden_metadata` tells a function which, and
 `describe_id` names a message in a log line without trusting such an id.
+
+`QueueMessageLike` is what they need of `azure.functions.QueueMessage`.
+`trigger_message()` is the running invocation's trigger queue message, recorded by a Python
+worker extension (`register_worker_extension()`, which `Busy.DEFER` calls itself; the worker
+runs extensions when the app setting `PYTHON_ENABLE_WORKER_EXTENSIONS` is `1`/`true`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton._connection import StorageAccount
+from blobsingleton._trigger import QueueMessageLike, register_worker_extension, trigger_message
 
 #: The trigger metadata the host sends with a queue message. The host merges a JSON body's
 #: top-level fields into it case-insensitively, so a body field named like one of these
@@ -30,19 +35,6 @@ HOST_QUEUE_METADATA = (
     "PopReceipt",
     "QueueTrigger",
 )
-
-
-@runtime_checkable
-class QueueMessageLike(Protocol):
-    """What these helpers and deferral need of `azure.functions.QueueMessage`."""
-
-    @property
-    def id(self) -> str | None: ...
-
-    @property
-    def dequeue_count(self) -> int | None: ...
-
-    def get_body(self) -> bytes: ...
 
 
 def overridden_metadata(body: bytes) -> list[str]:
@@ -83,3 +75,14 @@ def send_message(
             client.create_queue()
         sent = client.send_message(body, visibility_timeout=visibility_timeout)
     return str(sent.id)
+
+
+__all__ = [
+    "HOST_QUEUE_METADATA",
+    "QueueMessageLike",
+    "describe_id",
+    "overridden_metadata",
+    "register_worker_extension",
+    "send_message",
+    "trigger_message",
+]

@@ -21,6 +21,10 @@ The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecor
 `@once(store=...)`, and `MemoryLease` is a `BaseLease` on `MemoryLocks`. Against real storage,
 `RequestCounter` counts what your code sends: pass it as the `raw_request_hook` client option
 (`blobsingleton.config.set_client_options(raw_request_hook=counter)`).
+
+`triggered_by(msg)` runs a block as the Python worker runs an invocation with the library's
+worker extension on: `Busy.DEFER` re-enqueues `msg`, the trigger, even when the guarded
+function does not take it (a test that calls a queue function's user function directly).
 """
 
 from __future__ import annotations
@@ -275,3 +279,13 @@ __all__ = [
     "crashed_run",
     "memory_backends",
 ]
+
+
+@contextlib.contextmanager
+def triggered_by(message: Any) -> Iterator[None]:
+    """The block runs as an invocation triggered by queue message `message` (what the worker
+    extension records before the function runs, and forgets after)."""
+    from blobsingleton import _trigger
+
+    with _trigger.recorded(message):
+        yield

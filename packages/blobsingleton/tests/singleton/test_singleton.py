@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import time
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
+from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, queues, singleton
 from blobsingleton._templates import KeyTemplateError
 from blobsingleton.leases import read_lock
 from libsupport import queue_client, request_counter
@@ -91,6 +92,45 @@ def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.Mon
         assert work(original) is None
     time.sleep(1.5)
     assert [m.content for m in client.receive_messages()] == [original.get_body()]
+
+
+def test_defer_requeues_the_trigger_message_the_guarded_function_does_not_take(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker extension records the invocation's trigger; DEFER re-enqueues it."""
+    name = f"tdefer-{os.environ['LEASE_CONTAINER'][-10:]}"
+    monkeypatch.setenv("SINGLETON_TEST_QUEUE", name)
+    client = queue_client(name)
+    client.create_queue()
+
+    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="%SINGLETON_TEST_QUEUE%", defer_seconds=1)
+    def work(id: int) -> None:
+        raise AssertionError("must not run")
+
+    extension = queues.register_worker_extension()  # what DEFER registered already
+    assert queues.register_worker_extension() is extension
+    trigger = message({"id": 8})
+    logger = logging.getLogger("test")
+    with BlobLease("defer-8"):
+        extension.pre_invocation_app_level(logger, None, {"msg": trigger})  # as the worker
+        assert queues.trigger_message() is trigger
+        assert work(8) is None
+        extension.post_invocation_app_level(logger, None, {"msg": trigger}, None)
+    assert queues.trigger_message() is None
+    deadline = time.monotonic() + 10
+    bodies: list[bytes] = []
+    while not bodies and time.monotonic() < deadline:
+        bodies = [m.content for m in client.receive_messages()]
+    assert bodies == [trigger.get_body()]
+
+
+def test_defer_with_no_trigger_message_says_how_to_give_it_one(storage_env: str) -> None:
+    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything", defer_seconds=1)
+    def work(id: int) -> None:
+        raise AssertionError("must not run")
+
+    with BlobLease("defer-9"), pytest.raises(TypeError, match="PYTHON_ENABLE_WORKER_EXTENSIONS"):
+        work(9)
 
 
 def test_http_route_param_and_busy_callable_gives_409(storage_env: str) -> None:

@@ -23,14 +23,14 @@ from typing import Any
 from azure.data.tables import TableServiceClient
 from blobsingleton.config import from_settings
 
-from devhost.scenarios import _common
-from devhost.scenarios import _import_samples as samples
 from devhost.supervisor import HostOptions, Supervisor
+from harness import import_samples as samples
+from harness import kit as _common
 
 NAME = "imports"
 HELP = "every instance fires the nightly import timer; each account imported exactly once"
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 BAD_EVERY = 50
 EDI_MEMBERS = 10

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devhost.chaos import SCHEDULED_KINDS, plan_faults
+from harness.faults import SCHEDULED_KINDS, plan_faults
 
 
 def test_same_seed_gives_the_same_schedule() -> None:

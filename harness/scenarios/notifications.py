@@ -13,13 +13,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from devhost.scenarios import _common
 from devhost.supervisor import HostOptions, Supervisor
+from harness import kit as _common
 
 NAME = "notifications"
 HELP = "every event reaches every instance; each event must be emailed exactly once"
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 #: 0 = every event is enqueued before the instances start (steady full batches, the numbers
 #: to compare). N > 0 keeps at most N events queued per instance and feeds the rest while they

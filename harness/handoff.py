@@ -1,6 +1,6 @@
 """One lease handoff between two instances, the holder stopped as the Functions host stops a
 Python worker (drain, then kill) or killed outright (a crash), timed from the records the
-app writes (`handoff_app.py`).
+app writes (`harness/apps/handoff_app.py`).
 
 Instance 0 takes the lease in an invocation that holds it for `hold` seconds; instance 1 gets
 a message for the same key and polls for it; then instance 0 is stopped. The handoff is the
@@ -21,9 +21,10 @@ from typing import Any
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.queue import BinaryBase64EncodePolicy, QueueClient
 
+from devhost.app_settings import instance_id
 from devhost.supervisor import HostOptions, Supervisor
 
-APP_DIR = str(Path(__file__).resolve().parent)
+APP_DIR = str(Path(__file__).resolve().parent / "apps")
 
 
 def _first(path: Path, event: str, instance: int) -> dict[str, Any] | None:
@@ -31,7 +32,7 @@ def _first(path: Path, event: str, instance: int) -> dict[str, Any] | None:
         return None
     for line in path.read_text().splitlines():
         entry = json.loads(line)
-        if entry["event"] == event and entry["instance"] == f"devhost-{instance}":
+        if entry["event"] == event and entry["instance"] == instance_id(instance):
             return dict(entry)
     return None
 

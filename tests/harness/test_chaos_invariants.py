@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from devhost.chaos import (
+from harness.faults import ExecutedFault
+from harness.invariants import (
     AccountImport,
-    ExecutedFault,
     SentEmail,
     check_callbacks,
     check_emails,

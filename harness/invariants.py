@@ -1,80 +1,33 @@
-"""The chaos run's fault schedule: which fault hits when, drawn from one seeded RNG.
+"""The chaos run's invariants, checked from what the stores and the recording stand-ins hold.
 
-The same seed, run length and instance count always give the same schedule, so a failing
-chaos run can be replayed. Every kind is scheduled at least once; the network faults of the
-proxy (devhost/fault_proxy.py) are drawn per connection by its own seeded RNG instead.
+The checks (`check_emails`, `check_imports`, `check_callbacks`, `check_poison`) are pure
+functions of recorded data, so they are tested on recordings (tests/harness/
+test_chaos_invariants.py) and never trust the app's own counters; `observe` and `settled`
+read that data from the run's stores (outbox, member table, job archives, poison queues) and
+the callback receiver.
 """
 
 from __future__ import annotations
 
-import random
+import contextlib
+import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
-#: Process and service faults the chaos run injects on a schedule.
-SCHEDULED_KINDS = ("kill_instance", "pause_lease_holder", "restart_azurite")
+from harness import kit
+from harness.faults import ExecutedFault
+from harness.scenarios import imports, notifications
 
-#: How long a paused holder stays stopped: past the 15 s lease, so another instance takes over.
-PAUSE_SECONDS = 20.0
-
-
-@dataclass(frozen=True)
-class ScheduledFault:
-    """One fault: its kind, when (seconds after the start) and which instance, if any."""
-
-    at: float
-    kind: str
-    instance: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def plan_faults(seed: int, seconds: float, instances: int) -> list[ScheduledFault]:
-    """A sorted schedule over the middle of the run, leaving its last quarter to settle.
-
-    Kills come about every 10 s; one Azurite restart, and one pause per 60 s (at least one).
-    Faults start after 5 s so the flows are under way, and end by 75 % of the run so
-    the invariants are checked after the system had time to recover.
-    """
-    if instances < 1 or seconds < 20:
-        raise ValueError("a chaos run needs at least 1 instance and 20 seconds")
-    rng = random.Random(seed)
-    start, end = 5.0, seconds * 0.75
-    faults = [
-        ScheduledFault(round(rng.uniform(start, end), 2), "kill_instance", rng.randrange(instances))
-        for _ in range(max(1, int(seconds // 10)))
-    ]
-    faults += [
-        ScheduledFault(round(rng.uniform(start, end), 2), "pause_lease_holder")
-        for _ in range(max(1, int(seconds // 60)))
-    ]
-    faults.append(ScheduledFault(round(rng.uniform(start, end), 2), "restart_azurite"))
-    return sorted(faults, key=lambda fault: (fault.at, fault.kind))
-
-
-# The invariants, checked from what the stores and the recording stand-ins hold after a run.
-# Pure functions of recorded data, so they are tested on recordings (tests/devhost/
-# test_chaos_invariants.py) and never trust the app's own counters.
+if TYPE_CHECKING:
+    from harness.callbacks import CallbackReceiver
+    from harness.chaos_workload import Workload
+    from shared.jobs import JobStore
 
 #: `@once`'s in-progress record (and the lease) expire after this: a crashed or paused sender's
 #: key is taken over then, so its duplicate email comes at most this long after the fault.
 IN_PROGRESS_SECONDS = 15.0
-
-
-@dataclass(frozen=True)
-class ExecutedFault:
-    """A scheduled fault as it was carried out: when (s after the start), on what, its effect."""
-
-    at: float
-    kind: str
-    instance: int | None = None
-    pid: int | None = None
-    detail: str = ""
-    injected: bool = True
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -281,3 +234,124 @@ def check_poison(found: dict[str, list[str]], hostile: dict[str, list[str]]) -> 
         "hostile_repeat_copies": repeats,
     }
     return Invariant("only the hostile bodies in poison", not problems, numbers, problems)
+
+
+# Reading the run's stores
+
+
+def expected_event_ids(workload: Workload) -> set[str]:
+    """The notification events fed, and one import summary per account for tonight."""
+    from shared.imports.keys import summary_event_id
+
+    today = datetime.now(UTC).date().isoformat()
+    expected = {notifications.event(n)["event_id"] for n in range(1, workload.events + 1)}
+    return expected | {summary_event_id(a, today) for a in workload.accounts}
+
+
+def settled(workload: Workload, store: JobStore, receiver: CallbackReceiver) -> bool:
+    """Every account reported, every job called back and archived, then the notification
+    and unit queues empty (a message being worked on is invisible, but counted).
+
+    The import queue and the instances' in-flight count are not waited for: the nightly
+    timer fires every 5 s on every instance and fans out again (skipped by `@once`)."""
+    container = workload.container("IMPORTS_CONTAINER")
+    for name in workload.accounts:
+        blobs = container.list_blobs(name_starts_with=f"{name}/reports/")
+        if not any(b.name.endswith("/report.json") for b in blobs):
+            return False
+    called = set(receiver.by_job())
+    if not all(j in called and store.read_job(j) is None for j in workload.job_ids):
+        return False
+    if sum(kit.queue_depths(workload.work_queues(), workload.storage).values()):
+        return False
+    outbox = workload.container("EMAIL_OUTBOX_CONTAINER")
+    emailed = {unquote(b.name.partition("/")[0]) for b in outbox.list_blobs()}
+    return expected_event_ids(workload) <= emailed
+
+
+def observe(
+    workload: Workload,
+    receiver: CallbackReceiver,
+    executed: list[ExecutedFault],
+    started_at: float,
+) -> list[Invariant]:
+    """Every invariant, from the outbox, the member table, the job archives, the poison
+    queues and the callback receiver; times in seconds after `started_at`."""
+    from azure.data.tables import TableServiceClient
+
+    from shared.imports.member_table import is_member_row
+    from shared.notifications.outbox import read_outbox
+
+    def at(created: datetime | None) -> float:
+        return round((created.timestamp() if created else time.time()) - started_at, 2)
+
+    emails = read_outbox(workload.containers["EMAIL_OUTBOX_CONTAINER"])
+    sent = [SentEmail(e.event_id, at(e.created)) for e in emails]
+
+    assert workload.storage.connection_string is not None
+    members = TableServiceClient.from_connection_string(
+        workload.storage.connection_string, raw_request_hook=kit.scenario_counter
+    ).get_table_client(workload.table)
+    container = workload.container("IMPORTS_CONTAINER")
+    results = []
+    for name in workload.accounts:
+        result, _ = imports.account_result(
+            container,
+            members,
+            emails,
+            name,
+            workload.rows_per_account,
+            workload.expected_rows[name],
+        )
+        rows = [
+            (int(e.get("FencingToken", 0)), _modified(e))
+            for e in members.query_entities(f"PartitionKey eq '{name}'")
+            if is_member_row(e["RowKey"])
+        ]
+        results.append(AccountImport(
+            name, result.expected_imported, result.imported, result.members_in_table,
+            result.runs, result.completed_runs, result.files_left_in_incoming,
+            count_stale_writes(rows),
+        ))  # fmt: skip
+
+    store = workload.job_run.store()
+    archived = {}
+    for job_id in workload.job_ids:
+        record = store.read_archive(job_id)
+        if record is not None:
+            archived[job_id] = int(record["completion"]["units_failed"])
+    posts = [(p.job_id, p.idempotency_key) for p in receiver.posts]
+
+    found: dict[str, list[str]] = {}
+    for queue in workload.all_queues():
+        if queue.endswith("-poison"):
+            bodies = _peek_all(kit.queue_client(queue, workload.storage))
+            if bodies:
+                found[queue] = bodies
+    return [
+        check_emails(sent, expected_event_ids(workload), executed, workload.faults_end),
+        check_imports(results),
+        check_callbacks(workload.job_ids, posts, archived),
+        check_poison(found, workload.expected_poison()),
+    ]
+
+
+def _modified(entity: Any) -> float:
+    """The row's last write, on the storage service's clock (epoch seconds)."""
+    stamp = entity.metadata.get("timestamp")
+    return float(stamp.timestamp()) if stamp is not None else 0.0
+
+
+def _peek_all(client: Any) -> list[str]:
+    """Every body in a (small) poison queue, left in place: received invisibly for a moment,
+    then made visible again."""
+    bodies: list[str] = []
+    received = []
+    with contextlib.suppress(Exception):
+        for message in client.receive_messages(messages_per_page=32, visibility_timeout=30):
+            bodies.append(bytes(message.content).decode("utf-8", "replace"))
+            received.append(message)
+    for message in received:
+        with contextlib.suppress(Exception):
+            client.update_message(message, visibility_timeout=0)
+    return bodies

@@ -1,4 +1,4 @@
-"""`python -m devhost demo`: the storm, guarded and unguarded, in about a minute.
+"""`python -m harness demo`: the storm, guarded and unguarded, in about a minute.
 
 N instances each receive every event (one queue per instance, every event on every queue).
 First the app as it is: `@once` per event id, so each event is emailed once. Then the same
@@ -16,10 +16,11 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from devhost import progress, services
-from devhost.scenarios import _common, notifications
+from harness import kit as _common
+from harness import progress, services
+from harness.scenarios import notifications
 
-UNGUARDED_APP = "devhost.scenarios._unguarded_app"
+UNGUARDED_APP = "harness.apps.unguarded_app"
 DEFAULT_INSTANCES = 4
 DEFAULT_EVENTS = 200
 
@@ -92,9 +93,9 @@ def summary(
         "Look next:",
         f"  - the outbox: container outbox-{guarded.run_id} holds one email per event; to browse "
         f"it: npx azurite --skipApiVersionCheck --location {run_dir / 'azurite'}",
-        f"  - the storm with no guard: python -m devhost scenario notifications --app "
+        f"  - the storm with no guard: python -m harness scenario notifications --app "
         f"{UNGUARDED_APP} --azurite",
         "  - why it holds, and where it cannot: README, 'What is guaranteed, and what is not'",
-        "  - the 8 x 1,000 benchmark: python -m devhost scenario notifications --azurite",
+        "  - the 8 x 1,000 benchmark: python -m harness scenario notifications --azurite",
     ]
     return "\n".join(rows)

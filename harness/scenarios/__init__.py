@@ -17,7 +17,7 @@ def available() -> dict[str, ModuleType]:
         try:
             module = importlib.import_module(f"{__name__}.{info.name}")
         except Exception as error:  # one broken scenario must not break the whole CLI
-            logging.getLogger("devhost").warning("scenario %s not loaded: %r", info.name, error)
+            logging.getLogger("harness").warning("scenario %s not loaded: %r", info.name, error)
             continue
         if hasattr(module, "main") and hasattr(module, "add_arguments"):
             found[getattr(module, "NAME", info.name)] = module

@@ -1,7 +1,7 @@
 """Scenario "batch jobs": N instances work M jobs of K units; each job must call back once.
 
 The instances start, then the jobs are submitted with the app's own code (record, counter,
-one message per unit, enqueued as the queue has room: see _feeding.py). A local receiver
+one message per unit, enqueued as the queue has room: see harness/feeding.py). A local receiver
 records the callbacks. With --kill-rate, that fraction of unit invocations (first
 deliveries) SIGKILLs its instance half-way, taking its other in-flight invocations down at
 whatever step they are; the supervisor restarts it. The report: callbacks per job (exactly
@@ -19,17 +19,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from devhost.scenarios import _common
-from devhost.scenarios._callbacks import CallbackReceiver
-from devhost.scenarios._feeding import DEFAULT_BACKLOG, submit_jobs
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
+from harness import kit as _common
+from harness.callbacks import CallbackReceiver
+from harness.feeding import DEFAULT_BACKLOG, submit_jobs
 from shared.jobs import JobSettings, JobStore
 
 NAME = "batch"
 HELP = "batch jobs fanned out over N instances, with kills; one callback per job"
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def run(
     """Run the scenario against the storage account in AzureWebJobsStorage."""
     app_settings = _common.use_app_settings(app_dir)
     job_run = JobRun.new(
-        JOB_UNIT_HANDLER="devhost.scenarios._batch_handler:work",
+        JOB_UNIT_HANDLER="harness.apps.batch_handler:work",
         BATCH_KILL_RATE=str(kill_rate),
         DEVHOST_INVOCATION_VISIBILITY="20",
     )
@@ -307,7 +307,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_BACKLOG,
         help="enqueue units while fewer than this many are queued (0: all at once; Azurite "
-        "slows down with long queues, see devhost/scenarios/_feeding.py)",
+        "slows down with long queues, see harness/feeding.py)",
     )
 
 

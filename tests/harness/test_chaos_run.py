@@ -1,4 +1,4 @@
-"""`python -m devhost chaos`: a short real run (long-only) and its option parsing."""
+"""`python -m harness chaos`: a short real run (long-only) and its option parsing."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from devhost.chaos import SCHEDULED_KINDS
-from devhost.chaos_run import RATES, parse_rates
-from devhost.fault_proxy import FAULT_KINDS
+from harness.chaos_run import RATES, parse_rates
+from harness.fault_proxy import FAULT_KINDS
+from harness.faults import SCHEDULED_KINDS
 from tests.support import ROOT, child_env
 
 
@@ -29,7 +29,7 @@ def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> No
     env = child_env()
     env.pop("SENDGRID_API_KEY", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "devhost", "chaos", "--instances", "3", "--minutes", "1.25",
+        [sys.executable, "-m", "harness", "chaos", "--instances", "3", "--minutes", "1.25",
          "--seed", "5", "--json", "--fault-rates", "reset=0.1,stall=0.06,latency=0.15"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -49,8 +49,8 @@ def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> No
 
 
 def test_the_summary_names_each_invariant_and_the_verdict() -> None:
-    from devhost.chaos import Invariant
-    from devhost.chaos_run import ChaosReport
+    from harness.chaos_run import ChaosReport
+    from harness.invariants import Invariant
 
     report = ChaosReport(
         seed=1, instances=2, seconds=60.0, run_id="r1",

@@ -1,4 +1,4 @@
-"""`python -m devhost demo` as a newcomer sees it: a panel on a terminal, a summary when piped.
+"""`python -m harness demo` as a newcomer sees it: a panel on a terminal, a summary when piped.
 
 Both runs are small (2 instances x 15 events) so the test stays short; the numbers in the
 summary come from the real runs (Azurite, the real function, the outbox).
@@ -21,7 +21,7 @@ from tests.support import child_env
 
 pytestmark = pytest.mark.services  # the demo starts Azurite and devhost instances itself
 
-ARGS = [sys.executable, "-m", "devhost", "demo", "--instances", "2", "--events", "15"]
+ARGS = [sys.executable, "-m", "harness", "demo", "--instances", "2", "--events", "15"]
 
 
 def _env() -> dict[str, str]:
@@ -40,7 +40,7 @@ def _check_summary(text: str) -> Path:
     assert guarded and guarded.groups() == ("15", "0", "0"), text  # 15 emails, 0 dup, 0 missing
     assert unguarded and int(unguarded[1]) == 30 and int(unguarded[2]) == 15, text
     assert "OK: each event emailed exactly once" in text
-    assert "python -m devhost scenario notifications --app" in text  # what to run next
+    assert "python -m harness scenario notifications --app" in text  # what to run next
     log = re.search(r"Instances' log: (\S+)", text)
     assert log, text
     return Path(log[1])

@@ -1,6 +1,6 @@
 """The notification function with no guard: what an app without `@once` does.
 
-For the demo only (`python -m devhost demo`, `--app devhost.scenarios._unguarded_app`): the
+For the demo only (`python -m harness demo`, `--app harness.apps.unguarded_app`): the
 same parsing, poisoning and sending as `functions/notifications.py`, minus the run-once record,
 so every instance that sees an event sends its email.
 """

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devhost.fault_proxy import FaultProxy, FaultRates
+from harness.fault_proxy import FaultProxy, FaultRates
 
 
 class _Echo(socketserver.BaseRequestHandler):

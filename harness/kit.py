@@ -1,8 +1,11 @@
-"""What every scenario needs: run-specific names, queues, parallel enqueue, waiting for drain.
+"""The harness's public kit: what every scenario, the demo, the chaos run and the benchmarks
+need around devhost: run-specific names, queues and containers, parallel enqueue, running
+instances, waiting for drain, the storage a run uses.
 
-A scenario module in this package defines NAME, HELP, `add_arguments(parser)` and
-`main(args) -> int`; `python -m devhost scenario NAME` finds it without any list to update,
+A scenario module in `harness/scenarios/` defines NAME, HELP, `add_arguments(parser)` and
+`main(args) -> int`; `python -m harness scenario NAME` finds it without any list to update,
 and adds the options all scenarios share (`add_run_arguments`: --json, --keep, --azurite).
+A connection is the name of an app setting, or a `StorageAccount`.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 
-from devhost import services
 from devhost.app_settings import AppSettings, load_app_settings
 from devhost.request_counting import RequestCounter
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
+from harness import services
 from shared.storage import encoded_queue_client
 
-log = logging.getLogger("devhost.scenario")
+log = logging.getLogger("harness.scenario")
 
 #: The scenario's own storage traffic (setup, enqueue, counting) is kept out of the stats.
 scenario_counter = RequestCounter()
@@ -79,11 +82,16 @@ def functions_bound_to(
     return sorted(names)
 
 
-def _account(connection: str) -> StorageAccount:
-    return from_settings(connection).with_options(raw_request_hook=scenario_counter)
+#: A connection: the name of the app setting that holds it, or the account itself.
+Connection = str | StorageAccount
 
 
-def queue_client(name: str, connection: str = "AzureWebJobsStorage") -> Any:
+def _account(connection: Connection) -> StorageAccount:
+    account = from_settings(connection) if isinstance(connection, str) else connection
+    return account.with_options(raw_request_hook=scenario_counter)
+
+
+def queue_client(name: str, connection: Connection = "AzureWebJobsStorage") -> Any:
     """A queue client with the host's encoding, counted as the scenario's, not the app's."""
     service = _account(connection).queue_service()
     return encoded_queue_client(service, name)
@@ -106,7 +114,7 @@ def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None
     """Run against a private Azurite when asked, or when the app's storage is the local
     emulator (`UseDevelopmentStorage=true`) and nothing listens on its port; else against the
     account AzureWebJobsStorage names."""
-    if not (private_azurite or _development_storage_down(app_dir)):
+    if not (private_azurite or development_storage_down(app_dir)):
         yield
         return
     log.info("starting a private Azurite for this run")
@@ -115,7 +123,7 @@ def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None
         yield
 
 
-def _development_storage_down(app_dir: str) -> bool:
+def development_storage_down(app_dir: str) -> bool:
     value = load_app_settings(app_dir).values.get("AzureWebJobsStorage", "") or ""
     if value.strip().rstrip(";").lower() != "usedevelopmentstorage=true":
         return False
@@ -137,7 +145,7 @@ def print_report(report: Any, as_json: bool, kept: str) -> int:
     return 0 if report.ok else 1
 
 
-def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def reset_queues(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     """Create each queue, or empty it if it exists."""
     for name in names:
         client = queue_client(name, connection)
@@ -147,20 +155,20 @@ def reset_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") 
             client.clear_messages()
 
 
-def delete_queues(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def delete_queues(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
             queue_client(name, connection).delete_queue()
 
 
-def create_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def create_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceExistsError):
             service.create_container(name)
 
 
-def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> None:
+def delete_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
     service = _account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
@@ -169,7 +177,7 @@ def delete_containers(names: Iterable[str], connection: str = "AzureWebJobsStora
 
 def enqueue_all(
     messages: Iterable[tuple[str, bytes]],
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     threads: int = 32,
 ) -> int:
     """Send (queue, body) pairs in parallel threads; returns how many were sent."""
@@ -189,7 +197,9 @@ def enqueue_all(
     return len(items)
 
 
-def queue_depths(names: Iterable[str], connection: str = "AzureWebJobsStorage") -> dict[str, int]:
+def queue_depths(
+    names: Iterable[str], connection: Connection = "AzureWebJobsStorage"
+) -> dict[str, int]:
     """Approximate message count per queue, invisible (in-flight, delayed) messages included;
     0 for a queue that does not exist."""
     depths: dict[str, int] = {}
@@ -206,7 +216,7 @@ def wait_until_drained(
     supervisor: Supervisor,
     queues: list[str],
     *,
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     quiet: float = 2.0,
     timeout: float = 600.0,
     poll: float = 0.5,
@@ -272,7 +282,7 @@ def feed_with_backlog(
     *,
     backlog: int,
     timeout: float = 600.0,
-    connection: str = "AzureWebJobsStorage",
+    connection: Connection = "AzureWebJobsStorage",
     threads: int = 32,
 ) -> int:
     """Send each round of (queue, body) messages once fewer than `backlog` rounds are waiting.

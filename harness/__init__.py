@@ -1,0 +1,1 @@
+"""The load, demo, chaos and fault harness around devhost: scenarios, faults, services."""

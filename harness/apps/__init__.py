@@ -1,0 +1,1 @@
+"""Function apps and handlers the harness runs on devhost (demo, batch, handoff)."""

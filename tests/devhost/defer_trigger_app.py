@@ -1,0 +1,31 @@
+"""A function app whose guarded function does not take the trigger message, yet DEFERs it.
+
+Settings: DEFER_QUEUE, SAMPLE_RECORD_FILE, LEASE_CONTAINER (set by the test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import azure.functions as func
+from blobsingleton import Busy, singleton
+
+app = func.FunctionApp()
+
+
+def record(function: str, **fields: object) -> None:
+    with open(os.environ["SAMPLE_RECORD_FILE"], "a", encoding="utf-8") as out:
+        out.write(json.dumps({"function": function, **fields}) + "\n")
+
+
+@app.queue_trigger(arg_name="msg", queue_name="%DEFER_QUEUE%", connection="AzureWebJobsStorage")
+def take(msg: func.QueueMessage) -> None:
+    key = msg.get_body().decode()
+    record("take", id=msg.id, key=key, dequeue_count=msg.dequeue_count)
+    work(key)  # the message itself is not passed: DEFER finds it through the worker extension
+
+
+@singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1)
+def work(key: str) -> None:
+    record("work", key=key)
