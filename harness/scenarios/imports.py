@@ -189,7 +189,7 @@ def account_result(
             runs.append((data["started_at"], end))
             result.instances.append(data["instance"])
             result.completed_runs += data["outcome"] == "completed"
-        else:
+        elif blob.name.endswith("/report.json"):  # not the run's checkpoint.json
             result.imported += data["totals"]["imported"]
             result.rejected += data["totals"]["rejected"]
     result.runs = len(runs)
