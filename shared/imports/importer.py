@@ -206,10 +206,10 @@ def run_import(
     file_mover.write_json(container, layout.report, report.to_dict())
     file_mover.write_json(container, layout.attempt(token), report.attempt("completed"))
     log.info(
-        "import %s/%s done: %d file(s), %d records, %d imported, %d rejected in %.1f s "
-        "(%.0f rows/s), token %d",
+        "import %s/%s done: %d file(s), %d records, %d imported, %d rejected; this "
+        "invocation %.1f s, token %d",
         request.account, request.run_id, len(report.files), report.records, report.imported,
-        report.rejected, report.duration_s, report.records / max(report.duration_s, 1e-6), token,
+        report.rejected, report.duration_s, token,
     )  # fmt: skip
     if email:
         enqueue_summary(report, f"{container_name()}/{layout.report}", connection)
