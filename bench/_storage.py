@@ -20,14 +20,16 @@ SHARED = "BENCH_AZURITE"
 
 
 @contextlib.contextmanager
-def azurite_storage() -> Iterator[str]:
-    """Point AzureWebJobsStorage at the run's Azurite for the block; yields its connection."""
+def azurite_storage(*, in_memory: bool = False) -> Iterator[str]:
+    """Point AzureWebJobsStorage at the run's Azurite for the block; yields its connection.
+
+    `in_memory`: an Azurite of its own started here keeps its data in memory only."""
     shared = os.environ.get(SHARED)
     if shared:
         os.environ["AzureWebJobsStorage"] = shared
         yield shared
         return
-    with services.azurite() as azurite:
+    with services.azurite(in_memory=in_memory) as azurite:
         os.environ["AzureWebJobsStorage"] = azurite.connection_string
         yield azurite.connection_string
 

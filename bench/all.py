@@ -42,7 +42,8 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
                                   "fair_processes": "4,16", "seconds": 16.0, "hold_ms": 50.0}),
     "scale": ("scale", {"instances": "1,2,4,8", "events": 100}),
     "imports": ("imports", {"rows": 2000, "per_row_rows": 300, "rtt_ms": "0,2,5",
-                            "memory_rows": "", "e2e_rows": 0}),
+                            "memory_rows": "", "e2e_rows": 0, "lanes": 4, "memory_834_rows": "",
+                            "update_rows": 2000, "kill": False}),
 }  # fmt: skip
 #: Kept for readers of results.json written before RUNS: each run's arguments by name.
 REDUCED: dict[str, dict[str, Any]] = {name: args for name, (_, args) in RUNS.items()}

@@ -84,13 +84,14 @@ def imports_table(i: dict[str, Any]) -> str:
         (f"{c['rtt_ms_added']:g} ms per round trip (proxy)", c) for c in i["with_rtt"]
     ]
     rows = [
-        [label, c["batched"]["rows_per_s"], c["per_row"]["rows_per_s"], c["speedup"],
-         c["fenced_per_row"]["rows_per_s"], c["speedup_vs_fenced_per_row"]]
+        [label, c["batched"]["rows_per_s"],
+         (c.get("batched_lanes") or {}).get("rows_per_s", "-"), c["per_row"]["rows_per_s"],
+         c["speedup"], c["fenced_per_row"]["rows_per_s"], c["speedup_vs_fenced_per_row"]]
         for label, c in runs
     ]  # fmt: skip
     return _table(
-        ["link", "batched rows/s", "per-row rows/s", "batched / per-row",
-         "fenced per-row rows/s", "batched / fenced per-row"],
+        ["link", "batched rows/s", "batched, lanes in flight", "per-row rows/s",
+         "batched / per-row", "fenced per-row rows/s", "batched / fenced per-row"],
         rows,
     )  # fmt: skip
 

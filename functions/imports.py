@@ -9,7 +9,11 @@
                      400 for an invalid account name
 
 A crashed instance never blocks the next night: its lease expires within 15 s, and the
-next delivery takes its in-progress record over (see `import_under_lease`).
+next delivery takes its in-progress record over (see `import_under_lease`) and resumes the
+run from its checkpoint. A run longer than one invocation's budget
+(IMPORT_INVOCATION_BUDGET_S) hands itself on: the invocation frees the run-once record,
+releases the lease and re-enqueues the same request (same run id), whose delivery carries
+on from the checkpoint; the run-once record completes once, when the run does.
 """
 
 from __future__ import annotations
@@ -83,12 +87,29 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     }
 
 
+class RunContinues(Exception):
+    """The run's invocation budget is spent; its checkpoint says where it carries on."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        super().__init__(f"import {summary.get('account')}/{summary.get('run_id')} continues")
+        self.summary = summary
+
+
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def import_account(msg: func.QueueMessage) -> None:
-    """Parse the request, then import under the account's lease; poison what can never run."""
+    """Parse the request, then import under the account's lease; poison what can never run.
+
+    A run that continues is re-enqueued here, after the lease and the run-once record were
+    given back (so the continuation's delivery can take both at once). Should this instance
+    die before the enqueue, the message in hand is delivered again and resumes the run."""
     request = poison.admit(msg, QUEUE, ImportRequest.parse, InvalidImportRequest)
-    if request is not None:
+    if request is None:
+        return
+    try:
         import_under_lease(request)
+    except RunContinues:
+        enqueue_request(request)
+        log.info("import %s/%s: continuation queued", request.account, request.run_id)
 
 
 @singleton(REQUEST_LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
@@ -103,6 +124,8 @@ def import_under_lease(request: ImportRequest) -> dict[str, Any]:
     taken over at once; a completed run is returned as it is.
     """
     report = run_import(request, current_lease().token)
+    if report.status == "continued":
+        raise RunContinues(report.summary())  # frees the record: the run is not done yet
     return report.summary()
 
 

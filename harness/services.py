@@ -108,8 +108,13 @@ def azurite(
     *,
     oauth_tls: tuple[Path, Path] | None = None,
     ports: tuple[int, int, int] | None = None,
+    in_memory: bool = False,
 ) -> Iterator[Azurite]:
     """Run Azurite on free ports until the block ends; its data lives in a temporary folder.
+
+    `in_memory`: keep the data in memory only (`--inMemoryPersistence`): Azurite's disk
+    store rewrites its whole table database every few seconds, which stalls it for longer
+    and longer as a table grows (a million-row import would spend most of its time there).
 
     `oauth_tls=(certificate, key)`: serve HTTPS and accept only bearer tokens (`--oauth
     basic`: issuer, audience and lifetime are checked, not the signature), as an account with
@@ -128,7 +133,7 @@ def azurite(
         "--disableTelemetry",  # else shutdown waits ~10 s for a telemetry flush that never lands
         "--loose",
         "--silent",
-        "--location", location,
+        *(["--inMemoryPersistence"] if in_memory else ["--location", location]),
         "--blobHost", "127.0.0.1", "--blobPort", str(ports_used.blob_port),
         "--queueHost", "127.0.0.1", "--queuePort", str(ports_used.queue_port),
         "--tableHost", "127.0.0.1", "--tablePort", str(ports_used.table_port),

@@ -145,8 +145,12 @@ def _schedule_at(moment: datetime) -> str:
 
 
 def _has_report(container: Any, account: str) -> bool:
+    """True once a run of the account completed (a run that continues in another
+    invocation has a report too, status "continued")."""
     blobs = container.list_blobs(name_starts_with=f"{account}/reports/")
-    return any(b.name.endswith("/report.json") for b in blobs)
+    reports = [b.name for b in blobs if b.name.endswith("/report.json")]
+    return any(json.loads(container.download_blob(name).readall()).get("status") == "completed"
+               for name in reports)  # fmt: skip
 
 
 def _wait_for_reports(
@@ -185,7 +189,7 @@ def account_result(
             runs.append((data["started_at"], end))
             result.instances.append(data["instance"])
             result.completed_runs += data["outcome"] == "completed"
-        else:
+        elif blob.name.endswith("/report.json"):  # not the run's checkpoint.json
             result.imported += data["totals"]["imported"]
             result.rejected += data["totals"]["rejected"]
     result.runs = len(runs)

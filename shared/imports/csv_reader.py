@@ -8,15 +8,21 @@ Dates are YYYY-MM-DD; coverage_end may be empty. The header must name exactly th
 in this order (case and surrounding spaces ignored). Blank lines are skipped. A row that
 cannot be split (bad quoting, NUL, wrong column count, bytes that are not UTF-8) is yielded
 with its `error` set, so it lands in the rejected file instead of stopping the file.
+
+Every record carries where to resume after it (`SourceRecord.resume`): the byte offset of
+the next line and the lines read so far. `read_csv(lines, resume=...)` given the text
+from that offset (a range read) carries on there: the header, already checked, is not
+read again, and line numbers continue.
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from shared.imports.records import FIELDS, SourceFileError, SourceRecord
-from shared.imports.text_stream import first_undecodable, has_undecodable
+from shared.imports.text_stream import byte_length, first_undecodable, has_undecodable
 from shared.imports.validation import member_id_of
 
 
@@ -56,37 +62,54 @@ def _check_header(header: list[str], raw: str) -> None:
     raise SourceFileError(f"wrong header: expected {expected}; {found}")
 
 
-def read_csv(lines: Iterable[str]) -> Iterator[SourceRecord]:
-    """Records of a member CSV; raises `SourceFileError` before the first row if unusable."""
+def read_csv(lines: Iterable[str], resume: dict[str, Any] | None = None) -> Iterator[SourceRecord]:
+    """Records of a member CSV; raises `SourceFileError` before the first row if unusable.
+
+    `resume`: a record's `resume` point; `lines` then start at its byte offset."""
     capture = _LineCapture(lines)
     reader = csv.reader(capture, strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise SourceFileError("empty file: no header line") from None
-    except csv.Error as error:
-        raise SourceFileError(f"wrong header: not valid CSV ({error})") from None
-    _check_header(header, capture.take())
+    if resume is None:
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise SourceFileError("empty file: no header line") from None
+        except csv.Error as error:
+            raise SourceFileError(f"wrong header: not valid CSV ({error})") from None
+        raw = capture.take()
+        _check_header(header, raw)
+        offset, base = int(getattr(lines, "bom", 0)) + byte_length(raw), 0
+    else:
+        offset, base = int(resume["offset"]), int(resume["line"])
     while True:
-        start = reader.line_num + 1
+        start = base + reader.line_num + 1
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as error:
-            yield SourceRecord(start, "line", capture.take(), error=f"not valid CSV: {error}")
+            raw = capture.take()
+            offset += byte_length(raw)
+            yield SourceRecord(start, "line", raw, error=f"not valid CSV: {error}",
+                               resume=_at(offset, base + reader.line_num))  # fmt: skip
             continue
         raw = capture.take()
+        offset += byte_length(raw)
+        here = _at(offset, base + reader.line_num)
         if not row:
             continue  # blank line
         if has_undecodable(raw):
             column = first_undecodable(raw)
             reason = f"not valid UTF-8 (first bad byte at column {column})"
-            yield SourceRecord(start, "line", raw, error=reason)
+            yield SourceRecord(start, "line", raw, error=reason, resume=here)
             continue
         if len(row) != len(FIELDS):
             reason = f"has {len(row)} column(s), expected {len(FIELDS)}"
-            yield SourceRecord(start, "line", raw, error=reason)
+            yield SourceRecord(start, "line", raw, error=reason, resume=here)
             continue
         fields = dict(zip(FIELDS, row, strict=True))
-        yield SourceRecord(start, "line", raw, fields=fields, member_id=member_id_of(fields))
+        yield SourceRecord(start, "line", raw, fields=fields, member_id=member_id_of(fields),
+                           resume=here)  # fmt: skip
+
+
+def _at(offset: int, line: int) -> dict[str, Any]:
+    return {"offset": offset, "line": line}

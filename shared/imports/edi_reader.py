@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
@@ -43,7 +43,7 @@ import pyx12.params
 import pyx12.x12context
 
 from shared.imports.records import Change, Coverage, CoverageChange, SourceFileError, SourceRecord
-from shared.imports.text_stream import has_undecodable
+from shared.imports.text_stream import byte_length, has_undecodable
 from shared.imports.validation import member_id_of
 
 _D8 = re.compile(r"\d{8}")
@@ -66,6 +66,7 @@ class _Segment:
     path: str
     data: Any
     errors: list[str]
+    replayed: bool = False  # a header segment put back in front of a resumed stream
 
 
 def _mask(message: str, value: object) -> str:
@@ -100,15 +101,31 @@ _PARSER_FAILURES = (
 
 
 def _segments(
-    stream: TextSource, envelope_errors: list[str], lines: _LineIndex | None = None
+    stream: TextSource,
+    envelope_errors: list[str],
+    lines: _LineIndex | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> Iterator[_Segment]:
-    """pyx12's segments with their own errors; envelope errors are appended as they appear."""
-    first = stream.read(3)
-    if not first:
-        raise SourceFileError("empty file")
-    if first != "ISA":
-        raise SourceFileError("not an X12 interchange: the file does not start with ISA")
-    source = _Prefixed(first, stream, lines)
+    """pyx12's segments with their own errors; envelope errors are appended as they appear.
+
+    `resume`: a resume point (`_LineIndex.resume_point`); `stream` then starts at its byte
+    offset. Its header segments (ISA, GS, ST and the set's header) are replayed in front,
+    so pyx12 is in the same loop of the same transaction set, and its counters (segment
+    number, segments in the set, sets in the group, control numbers seen) are set to what
+    they were there: the SE, GE and IEA counts are checked as if it had read from the top.
+    """
+    if resume is None:
+        first = stream.read(3)
+        if not first:
+            raise SourceFileError("empty file")
+        if first != "ISA":
+            raise SourceFileError("not an X12 interchange: the file does not start with ISA")
+        source = _Prefixed(first, stream, lines)
+        replay = 0
+    else:
+        prefix = "".join(resume["prefix"])
+        source = _Prefixed(prefix, stream, lines, feed_prefix=False)
+        replay = len(resume["prefix"])
     errh = pyx12.error_handler.errh_list()
     params = pyx12.params.params()
     try:
@@ -120,6 +137,8 @@ def _segments(
         raise SourceFileError(
             f"not a valid X12 interchange header: {type(error).__name__}"
         ) from None
+    if lines is not None:
+        lines.counters = lambda: _counters(reader.src)
     try:
         for node in reader.iter_segments():
             envelope, errors = _drain(errh)
@@ -135,7 +154,12 @@ def _segments(
                 path=node.x12_map_node.get_path() if node.x12_map_node is not None else "",
                 data=seg,
                 errors=errors,
+                replayed=replay > 0,
             )
+            if replay > 0:
+                replay -= 1
+                if replay == 0 and resume is not None:
+                    _restore_counters(reader.src, resume["x12"])
         reader.src.cleanup()  # missing SE / GE / IEA: a truncated file
         errh.handle_errors(reader.src.pop_errors())
         envelope, errors = _drain(errh)
@@ -147,30 +171,61 @@ def _segments(
         raise SourceFileError(f"pyx12 could not parse the file: {type(error).__name__}") from None
 
 
+def _counters(src: Any) -> dict[str, Any]:
+    """pyx12's reader counters as they were just before the INS it has just read."""
+    return {
+        "cur_line": src.cur_line - 1,
+        "seg_count": src.seg_count - 1,
+        "gs_count": src.gs_count,
+        "st_count": src.st_count,
+        "isa_ids": list(src.isa_ids),
+        "gs_ids": list(src.gs_ids),
+        "st_ids": list(src.st_ids),
+    }
+
+
+def _restore_counters(src: Any, counters: dict[str, Any]) -> None:
+    for name, value in counters.items():
+        setattr(src, name, list(value) if isinstance(value, list) else int(value))
+
+
 class _Prefixed:
     """A stream with its first characters (already read to sniff the format) put back;
     what pyx12 reads is also shown to `lines`, which notes where each segment starts."""
 
-    def __init__(self, prefix: str, stream: TextSource, lines: _LineIndex | None = None) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        stream: TextSource,
+        lines: _LineIndex | None = None,
+        *,
+        feed_prefix: bool = True,
+    ) -> None:
+        """`feed_prefix` False: the prefix is not the file's (a resumed stream's replayed
+        header), so `lines` sees only what comes from `stream`."""
         self._prefix = prefix
         self._stream = stream
         self._lines = lines
+        self._feed_prefix = feed_prefix
         self.closed = False
 
     def read(self, size: int = -1) -> str:
-        text = self._read(size)
-        if self._lines is not None and text:
-            self._lines.feed(text)
-        return text
+        head, text = self._read(size)
+        if self._lines is not None:
+            if self._feed_prefix and head:
+                self._lines.feed(head)
+            if text:
+                self._lines.feed(text)
+        return head + text
 
-    def _read(self, size: int) -> str:
+    def _read(self, size: int) -> tuple[str, str]:
         if not self._prefix:
-            return self._stream.read(size)
+            return "", self._stream.read(size)
         if size < 0:
-            text, self._prefix = self._prefix + self._stream.read(), ""
-            return text
+            head, self._prefix = self._prefix, ""
+            return head, self._stream.read()
         head, self._prefix = self._prefix[:size], self._prefix[size:]
-        return head + (self._stream.read(size - len(head)) if size > len(head) else "")
+        return head, (self._stream.read(size - len(head)) if size > len(head) else "")
 
 
 _NOT_SPACE = re.compile(r"\S")
@@ -182,13 +237,20 @@ class _LineIndex:
     handed out (so memory is pyx12's read-ahead, not the file). Segments are counted as pyx12
     counts them: non-empty, terminated by the character after ISA16."""
 
-    def __init__(self) -> None:
+    def __init__(self, resume: dict[str, Any] | None = None) -> None:
         self._terminator: str | None = None
         self._head = ""
         self._line = 1
         self._count = 0
+        self._byte = 0  # file offset of the text being fed
         self._in_segment = False
-        self._starts: deque[tuple[int, int]] = deque()
+        self._starts: deque[tuple[int, int, int]] = deque()
+        #: pyx12's counters now (set by `_segments`), for a resume point.
+        self.counters: Any = None
+        if resume is not None:
+            self._terminator = resume["prefix"][0][ISA_LENGTH - 1]
+            self._line, self._count = int(resume["line"]), int(resume["segment"]) - 1
+            self._byte = int(resume["offset"])
 
     def feed(self, text: str) -> None:
         if self._terminator is None:
@@ -196,6 +258,9 @@ class _LineIndex:
             if len(self._head) < ISA_LENGTH:
                 return
             self._terminator, text, self._head = self._head[ISA_LENGTH - 1], self._head, ""
+        start = self._byte
+        self._byte += byte_length(text)
+        ascii_text = text.isascii()
         pos, size = 0, len(text)
         while pos < size:
             if not self._in_segment:
@@ -210,7 +275,8 @@ class _LineIndex:
                     continue
                 self._count += 1
                 self._in_segment = True
-                self._starts.append((self._count, self._line))
+                at = start + (pos if ascii_text else byte_length(text[:pos]))
+                self._starts.append((self._count, self._line, at))
             end = text.find(self._terminator, pos)
             if end < 0:
                 self._line += text.count("\n", pos)
@@ -220,28 +286,97 @@ class _LineIndex:
 
     def line_of(self, segment: int) -> int:
         """The line segment number `segment` starts on (0 if unknown); forgets earlier ones."""
+        found = self._start(segment)
+        return found[1] if found else 0
+
+    def _start(self, segment: int) -> tuple[int, int, int] | None:
         while self._starts and self._starts[0][0] < segment:
             self._starts.popleft()
         if self._starts and self._starts[0][0] == segment:
-            return self._starts[0][1]
-        return 0
+            return self._starts[0]
+        return None
+
+    def resume_point(self, segment: int, prefix: list[str]) -> dict[str, Any] | None:
+        """Where to resume just before INS segment `segment`, which pyx12 has just read
+        (None if unknown): its byte offset, line and number, the header segments to replay
+        (`prefix`) and pyx12's counters."""
+        found = self._start(segment)
+        if found is None or self.counters is None:
+            return None
+        return {"offset": found[2], "line": found[1], "segment": segment,
+                "prefix": prefix, "x12": self.counters()}  # fmt: skip
 
     def close(self) -> None:
         self.closed = True
 
 
+class _Header:
+    """The envelope and header segments the reader is inside (ISA, GS, ST and the set's
+    header up to its first INS): what a resumed stream replays in front of itself."""
+
+    def __init__(self) -> None:
+        self.isa: str | None = None
+        self.gs: str | None = None
+        self.st: list[str] | None = None
+        self._open = False
+
+    def see(self, seg: _Segment) -> None:
+        seg_id = seg.seg_id
+        if seg_id == "ISA":
+            self.isa, self.gs, self.st = seg.text, None, None
+        elif seg_id == "GS":
+            self.gs, self.st = seg.text, None
+        elif seg_id == "ST":
+            self.st, self._open = [seg.text], True
+        elif seg_id == "SE":
+            self.st = None
+        elif seg_id == "GE":
+            self.gs = None
+        elif seg_id == "IEA":
+            self.isa = None
+        elif seg_id == "INS":
+            self._open = False
+        elif self._open and self.st is not None:
+            self.st.append(seg.text)
+
+    def prefix(self) -> list[str] | None:
+        """What to replay before a resumed INS (None: not inside a transaction set)."""
+        if self.isa is None or self.gs is None or self.st is None:
+            return None
+        return [self.isa, self.gs, *self.st]
+
+
 def check_envelope(stream: TextSource) -> list[str]:
     """Pass 1: why the file must be rejected as a whole; [] when it may be imported."""
+    return scan_envelope(stream)[0]
+
+
+def scan_envelope(
+    stream: TextSource,
+    resume: dict[str, Any] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[list[str], dict[str, Any] | None]:
+    """Pass 1, resumable: (problems found, None) at the end of the file, or (problems found
+    so far, where to resume) when `stop()` said so at a member loop (INS). `resume`: such a
+    point, `stream` starting at its byte offset."""
     problems: list[str] = []
     in_member = False
-    for seg in _segments(stream, problems):
+    header = _Header()
+    lines = _LineIndex(resume)
+    for seg in _segments(stream, problems, lines, resume):
+        if seg.seg_id == "INS" and not seg.replayed and stop is not None and stop():
+            prefix = header.prefix()
+            point = lines.resume_point(seg.number, prefix) if prefix else None
+            if point is not None:
+                return problems, point
+        header.see(seg)
         if seg.seg_id == "INS":
             in_member = True
         elif seg.seg_id in ("SE", "GE", "IEA", "ST", "GS", "ISA"):
             in_member = False
         if seg.errors and not in_member:
             problems.extend(f"segment {seg.number} ({seg.seg_id}): {e}" for e in seg.errors)
-    return problems
+    return problems, None
 
 
 @dataclass
@@ -347,7 +482,7 @@ class _MemberLoop:
             coverages=coverages,
         )
 
-    def record(self) -> SourceRecord:
+    def record(self, resume: dict[str, Any] | None = None) -> SourceRecord:
         error = None
         if self.errors:
             extra = len(self.errors) - MAX_REASONS
@@ -359,7 +494,7 @@ class _MemberLoop:
         fields = {"member_id": self.member_id}
         return SourceRecord(
             self.number, "segment", raw, fields=fields, error=error, member_id=member_id,
-            change=self.change() if error is None else None, line=self.line,
+            change=self.change() if error is None else None, line=self.line, resume=resume,
         )  # fmt: skip
 
 
@@ -439,23 +574,39 @@ class FileFacts:
     transaction_sets: int = 0
 
 
-def read_834(stream: TextSource, facts: FileFacts | None = None) -> Iterator[SourceRecord]:
+def read_834(
+    stream: TextSource, facts: FileFacts | None = None, resume: dict[str, Any] | None = None
+) -> Iterator[SourceRecord]:
     """Pass 2: one record per member loop, in file order. Call only on a file
     `check_envelope` passed. A family's loops are held until the family ends (ids of
-    dependents depend on their siblings), so memory is one family, not the file."""
+    dependents depend on their siblings), so memory is one family, not the file.
+
+    The last record of a family carries where to resume after it (`SourceRecord.resume`:
+    before the next subscriber's INS, with the set's header to replay); `resume` given
+    such a point, with `stream` starting at its byte offset, carries on there, in the
+    middle of the transaction set. Other records carry None: a family is read whole."""
     facts = facts if facts is not None else FileFacts()
     problems: list[str] = []
     family: list[_MemberLoop] = []
     member: _MemberLoop | None = None
-    lines = _LineIndex()
-    for seg in _segments(stream, problems, lines):
-        ends_family = seg.seg_id in _ENVELOPE or (
+    lines = _LineIndex(resume)
+    header = _Header()
+    for seg in _segments(stream, problems, lines, resume):
+        subscriber = (
             seg.seg_id == "INS" and seg.data is not None and seg.data.get_value("INS01") == "Y"
         )
+        ends_family = seg.seg_id in _ENVELOPE or subscriber
         if ends_family and family:
             resolve_ids(family)
-            yield from (m.record() for m in family)
+            prefix = header.prefix() if subscriber else None
+            point = lines.resume_point(seg.number, prefix) if prefix else None
+            if point is not None:
+                point["facts"] = {"transaction_sets": facts.transaction_sets,
+                                  "effective": _iso(facts.effective)}  # fmt: skip
+            yield from (m.record() for m in family[:-1])
+            yield family[-1].record(resume=point)
             family = []
+        header.see(seg)
         if seg.seg_id == "INS" or seg.seg_id in _ENVELOPE:
             member = None
         if seg.seg_id == "INS":
@@ -465,11 +616,17 @@ def read_834(stream: TextSource, facts: FileFacts | None = None) -> Iterator[Sou
             member.add(seg)
         elif seg.data is not None:
             _header(seg, facts)
+            if seg.replayed and seg.seg_id == "ST" and resume is not None:
+                facts.transaction_sets = int(resume["facts"]["transaction_sets"])
     if family:
         resolve_ids(family)
         yield from (m.record() for m in family)
     if problems:
         raise SourceFileError(f"envelope errors: {'; '.join(problems[:MAX_REASONS])}")
+
+
+def _iso(day: date | None) -> str | None:
+    return day.isoformat() if day is not None else None
 
 
 _ENVELOPE = ("SE", "GE", "IEA", "ST", "GS", "ISA")

@@ -10,14 +10,23 @@ reinstatement) is written as a history row beside the member, in the same fenced
 transaction. An 834 whose member loops are all 030 (audit) is the account's full list:
 afterwards, members it left out are terminated (`_sweep`).
 
-The whole run is one invocation: files are streamed (memory stays flat) and rows go out 99
-per transaction, with progress logged every 5 seconds. There is no mid-file checkpoint: a
-run that crashes is taken over by the next delivery, which re-reads the files still in
-`incoming/` from the start. That is safe because every member row remembers the state it
-had before the file (`member_table.Prior`), a file's rejects are committed as one blob,
-and a file leaves `incoming/` only after its members are committed and its rejects
-written. The report is rewritten after each file, so a takeover's report still lists the
-files an earlier attempt finished.
+Files are streamed (memory stays flat) and read in chunks of IMPORT_CHUNK_RECORDS
+records (default 5,000; an 834 chunk ends at a subscriber's INS): at the end of a chunk
+its rows are committed (99 per transaction, IMPORT_WRITE_LANES transactions in flight),
+its rejects staged, and the run's checkpoint (`checkpoint.py`) saved: which file, where to
+resume it (byte offset, reader state), its counts so far. An invocation works for at most
+IMPORT_INVOCATION_BUDGET_S seconds (default 240), then stops at the next chunk end and
+returns a report with status "continued": the queue function re-enqueues the same request
+(same run id), and the next invocation resumes from the checkpoint with a range read, not
+from the top ("resuming run R of account A at record N / byte B"). A crash resumes the
+same way from the last checkpoint; rows committed after it are redone from the state the
+member had before the chunk (`member_table.Prior.chunk_base`), so every record counts
+once. An 834's first pass (`edi_reader.scan_envelope`) is checkpointed the same way.
+
+A file's rejects are committed as one blob when the file is done, and a file leaves
+`incoming/` only after its members are committed and its rejects written. The report is
+rewritten after each file, so a later invocation's report still lists the files an
+earlier one finished.
 """
 
 from __future__ import annotations
@@ -26,17 +35,19 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice
 from typing import Any
 
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
+from blobsingleton import settings
 
 from shared.imports import file_mover
 from shared.imports.blob_source import open_text
+from shared.imports.checkpoint import CheckpointStore
 from shared.imports.csv_reader import read_csv
-from shared.imports.edi_reader import FileFacts, check_envelope, read_834
+from shared.imports.edi_reader import FileFacts, read_834, scan_envelope
 from shared.imports.history import event_entity
 from shared.imports.layout import Layout, container_name, imports_container
 from shared.imports.maintenance import (
@@ -55,6 +66,7 @@ from shared.imports.member_table import (
     encode_state,
     file_key,
     member_from_entity,
+    write_lanes,
 )
 from shared.imports.records import AUDIT, Change, SourceFileError, SourceRecord
 from shared.imports.rejects import RejectWriter
@@ -71,17 +83,44 @@ from shared.imports.validation import (
 log = logging.getLogger("shared.imports")
 
 PROGRESS_EVERY = 5.0
+#: Records per checkpoint (IMPORT_CHUNK_RECORDS), and seconds an invocation imports before
+#: it stops at a chunk end and hands the run on (IMPORT_INVOCATION_BUDGET_S).
+DEFAULT_CHUNK_RECORDS = 5000
+DEFAULT_BUDGET_S = 240.0
+#: At most this much of an invocation goes to importing: each must end well inside 5 min.
+MAX_BUDGET_S = 270.0
 #: Rejected member ids an audit file may have before its sweep is skipped (their members
 #: must not be terminated for being "absent"; the ids are held in memory until the sweep).
 MAX_AUDIT_REJECTS = 10_000
-#: Records validated together, and their member rows read in parallel, ahead of applying them.
-PREFETCH_WINDOW = 128
+#: Records validated together, and their member rows read (one range query, or in
+#: parallel) ahead of applying them.
+PREFETCH_WINDOW = 500
 KINDS = {".csv": "csv", ".834": "x12-834", ".x12": "x12-834", ".edi": "x12-834"}
 
 
 def kind_of(name: str) -> str | None:
     lowered = name.lower()
     return next((kind for ext, kind in KINDS.items() if lowered.endswith(ext)), None)
+
+
+def _setting_number(name: str, default: float) -> float:
+    try:
+        value = float(settings.setting(name, "") or default)
+    except ValueError:
+        log.warning("app setting %s is not a number; using %g", name, default)
+        return default
+    return value if value > 0 else default
+
+
+def chunk_records() -> int:
+    """Records per checkpoint (app setting IMPORT_CHUNK_RECORDS, default 5,000)."""
+    return int(_setting_number("IMPORT_CHUNK_RECORDS", DEFAULT_CHUNK_RECORDS))
+
+
+def invocation_budget_s() -> float:
+    """Seconds one invocation imports (IMPORT_INVOCATION_BUDGET_S, default 240, at most
+    270): then it stops at the next chunk end and the run goes on in a new invocation."""
+    return min(MAX_BUDGET_S, _setting_number("IMPORT_INVOCATION_BUDGET_S", DEFAULT_BUDGET_S))
 
 
 @dataclass
@@ -94,6 +133,19 @@ class _Run:
     today: date
     connection: str
     progress_every: float
+    checkpoint: CheckpointStore
+    deadline: float
+    chunk_records: int
+    saved: dict[str, Any]
+    progressed: bool = False  # a chunk or a file done in this invocation
+
+    def out_of_time(self) -> bool:
+        """Past the budget, once this invocation got something done (each makes progress)."""
+        return self.progressed and time.monotonic() >= self.deadline
+
+
+class _OutOfTime(Exception):
+    """The invocation's budget is spent; the checkpoint is saved."""
 
 
 def run_import(
@@ -104,46 +156,79 @@ def run_import(
     progress_every: float = PROGRESS_EVERY,
     batch_size: int | None = None,
     email: bool = True,
+    budget_s: float | None = None,
+    chunk_size: int | None = None,
+    lanes: int | None = None,
 ) -> RunReport:
-    """Import every incoming file of `request.account`; returns the run report.
+    """Import the incoming files of `request.account` for at most `budget_s` seconds
+    (IMPORT_INVOCATION_BUDGET_S), resuming from the run's checkpoint; returns the report,
+    status "completed", or "continued" when the budget ran out (the caller hands the run on).
 
     Raises `StaleHolder` (after one log line) when a newer lease holder took the account
     over: from then on nothing more is written, not even the report.
     """
+    started = time.monotonic()
     layout = Layout(request.account, request.run_id)
     container = imports_container(connection, create=True)
     report = RunReport(request.account, request.run_id, request.run_date, request.trigger, token)
-    writer_args = {"batch_size": batch_size} if batch_size else {}
-    writer = FencedMemberWriter(request.account, token, request.run_id, **writer_args)
+    writer_args: dict[str, Any] = {"batch_size": batch_size} if batch_size else {}
+    writer = FencedMemberWriter(request.account, token, request.run_id,
+                                lanes=lanes or write_lanes(), **writer_args)  # fmt: skip
+    checkpoint = CheckpointStore(container, layout.checkpoint, request.account, token)
+    budget = budget_s if budget_s is not None else invocation_budget_s()
     run = _Run(request, layout, container, writer, report, datetime.now(UTC).date(), connection,
-               progress_every)  # fmt: skip
+               progress_every, checkpoint, started + budget, chunk_size or chunk_records(),
+               {})  # fmt: skip
     file_mover.write_json(container, layout.attempt(token), report.attempt())
     log.info("import %s/%s started: token %d, %s run", request.account, request.run_id, token,
              request.trigger)  # fmt: skip
     try:
         writer.open()
+        run.saved = checkpoint.claim()  # after the table's fence: no older holder moves it now
         report.files.extend(_earlier_attempts_files(container, layout))
         incoming = sorted(container.list_blobs(name_starts_with=layout.incoming),
                           key=lambda b: b.name)  # fmt: skip
         for blob in incoming:
+            if run.out_of_time():
+                raise _OutOfTime
             report.files.append(_import_file(run, blob))
             writer.confirm()
             file_mover.write_json(container, layout.report, report.to_dict())  # progress
         writer.confirm()
+    except _OutOfTime:
+        return _continued(run)
     except StaleHolder:
         report.finish("stale")
         raise
+    finally:
+        writer.close()
     report.finish("completed")
     file_mover.write_json(container, layout.report, report.to_dict())
     file_mover.write_json(container, layout.attempt(token), report.attempt("completed"))
     log.info(
-        "import %s/%s done: %d file(s), %d records, %d imported, %d rejected in %.1f s "
-        "(%.0f rows/s), token %d",
+        "import %s/%s done: %d file(s), %d records, %d imported, %d rejected; this "
+        "invocation %.1f s, token %d",
         request.account, request.run_id, len(report.files), report.records, report.imported,
-        report.rejected, report.duration_s, report.records / max(report.duration_s, 1e-6), token,
+        report.rejected, report.duration_s, token,
     )  # fmt: skip
     if email:
         enqueue_summary(report, f"{container_name()}/{layout.report}", connection)
+    return report
+
+
+def _continued(run: _Run) -> RunReport:
+    """The budget ran out: the checkpoint says where the next invocation carries on."""
+    report, request = run.report, run.request
+    run.writer.confirm()
+    report.finish("continued")
+    file_mover.write_json(run.container, run.layout.report, report.to_dict())
+    file_mover.write_json(run.container, run.layout.attempt(report.token),
+                          report.attempt("continued"))  # fmt: skip
+    saved = run.checkpoint.data
+    log.info("import %s/%s: invocation budget spent after %.1f s; continuing in a new "
+             "invocation from record %s / byte %s of %s", request.account, request.run_id,
+             report.duration_s, saved.get("next_record"),
+             (saved.get("resume") or {}).get("offset"), saved.get("file"))  # fmt: skip
     return report
 
 
@@ -161,13 +246,18 @@ def _earlier_attempts_files(container: Any, layout: Layout) -> list[FileReport]:
 def _import_file(run: _Run, blob: Any) -> FileReport:
     name = run.layout.file_name(blob.name)
     kind = kind_of(name)
+    saved = run.saved
+    resumed = saved.get("file") == name and saved.get("etag") == str(blob.etag or "")
     result = FileReport(name=name, kind=kind or "unknown", bytes=int(blob.size or 0),
                         token=run.writer.token)  # fmt: skip
-    started = time.monotonic()
+    if resumed and saved.get("report"):
+        result = FileReport.from_dict(saved["report"])
+        result.token = run.writer.token
+    started = time.monotonic() - result.duration_s
     try:
         if kind is None:
             raise SourceFileError("unsupported file type (expected .csv, .834, .x12 or .edi)")
-        _import_records(run, blob, kind, result)
+        _import_records(run, blob, kind, result, saved if resumed else {}, started)
     except SourceFileError as error:
         run.writer.discard()
         _reject_whole_file(run, blob, result, str(error))
@@ -178,18 +268,64 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
         log.warning("import %s/%s: %s changed during the import; left in incoming",
                     run.request.account, run.request.run_id, name)  # fmt: skip
     result.duration_s = round(time.monotonic() - started, 3)
+    run.checkpoint.save({"file": None, "done": name})
+    run.progressed = True
     return result
 
 
-def _records(run: _Run, blob: Any, kind: str, facts: FileFacts) -> Any:
-    container = container_name()
+def _reader(
+    run: _Run, blob: Any, kind: str, facts: FileFacts, resume: dict[str, Any] | None
+) -> Iterator[SourceRecord]:
+    """The file's records from `resume` (None: the top), by a range read from its offset."""
+    offset = int(resume["offset"]) if resume else 0
+    text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
+                     size=int(blob.size or 0))  # fmt: skip
     if kind == "csv":
-        return read_csv(open_text(container, blob.name, blob.etag, run.connection))
-    problems = check_envelope(open_text(container, blob.name, blob.etag, run.connection))
-    if problems:
-        extra = f"; {len(problems) - 5} more" if len(problems) > 5 else ""
+        return read_csv(text, resume)
+    return read_834(text, facts, resume)
+
+
+class _Counter:
+    """True from the `limit`+1st call on: where an envelope pass may stop for a checkpoint."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.calls = 0
+
+    def __call__(self) -> bool:
+        self.calls += 1
+        return self.calls > self.limit
+
+
+#: Envelope problems a checkpoint keeps (the reason quotes 5 and counts the rest).
+MAX_KEPT_PROBLEMS = 5
+
+
+def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
+    """An 834's first pass, checkpointed every `chunk_records` member loops; raises
+    `SourceFileError` if the envelope is broken, `_OutOfTime` when the budget is spent."""
+    problems: list[str] = list(state.get("problems") or [])
+    count = int(state.get("problem_count", 0))
+    resume = state.get("resume")
+    while True:
+        stop = _Counter(run.chunk_records)
+        offset = int(resume["offset"]) if resume else 0
+        text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
+                         size=int(blob.size or 0))  # fmt: skip
+        found, resume = scan_envelope(text, resume, stop)
+        problems = (problems + found)[:MAX_KEPT_PROBLEMS]
+        count += len(found)
+        if resume is None:
+            break
+        state.update(phase="envelope", resume=resume, problems=problems, problem_count=count)
+        run.checkpoint.save(state)
+        run.progressed = True
+        if run.out_of_time():
+            raise _OutOfTime
+    if count:
+        extra = f"; {count - 5} more" if count > 5 else ""
         raise SourceFileError("X12 envelope errors: " + "; ".join(problems[:5]) + extra)
-    return read_834(open_text(container, blob.name, blob.etag, run.connection), facts)
+    state.update(phase="members", resume=None, next_record=0, problems=[], problem_count=0)
 
 
 @dataclass
@@ -211,6 +347,18 @@ class _Audit:
         elif rejected:
             self.rejected_without_id += 1
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"members": self.members, "audit_loops": self.audit_loops,
+                "rejected_ids": sorted(self.rejected_ids),
+                "rejected_without_id": self.rejected_without_id}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> _Audit:
+        data = data or {}
+        return cls(int(data.get("members", 0)), int(data.get("audit_loops", 0)),
+                   set(data.get("rejected_ids") or ()),
+                   int(data.get("rejected_without_id", 0)))  # fmt: skip
+
     def skip_reason(self) -> str | None:
         if self.members == 0 or self.audit_loops != self.members:
             return "not an audit file"
@@ -221,17 +369,102 @@ class _Audit:
         return None
 
 
-def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None:
+def _import_records(
+    run: _Run,
+    blob: Any,
+    kind: str,
+    result: FileReport,
+    saved: dict[str, Any],
+    started: float,
+) -> None:
+    """Import one file from its checkpoint (`saved`, {} for the top), chunk by chunk."""
     request, writer = run.request, run.writer
+    state: dict[str, Any] = dict(saved) if saved else {
+        "file": result.name, "etag": str(blob.etag or ""), "kind": kind,
+        "phase": "envelope" if kind != "csv" else "members", "resume": None, "next_record": 0,
+    }  # fmt: skip
+    saved_rejects = state.get("rejects") or {}
     rejects = RejectWriter(run.container.get_blob_client(run.layout.rejected_records(result.name)),
-                           result.name)  # fmt: skip
+                           result.name, blocks=int(saved_rejects.get("blocks", 0)),
+                           count=int(saved_rejects.get("count", 0)))  # fmt: skip
     key_of_file = file_key(request.run_id, result.name, str(blob.etag or ""))
-    facts = FileFacts()
-    audit = _Audit()
+    saved_facts = state.get("facts") or {}
+    facts = FileFacts(transaction_sets=int(saved_facts.get("transaction_sets", 0)))
+    if saved_facts.get("effective"):
+        facts.effective = date.fromisoformat(saved_facts["effective"])
+    audit = _Audit.from_dict(state.get("audit"))
+    if saved:
+        point = state.get("resume") or {}
+        log.info("resuming run %s of account %s at record %s / byte %s of %s (%s pass; %d "
+                 "records done before; invocation %d of the run)", request.run_id,
+                 request.account, state.get("next_record"), point.get("offset", 0),
+                 result.name, state.get("phase"), result.records,
+                 int(run.checkpoint.data.get("invocations", 0)))  # fmt: skip
+    if state.get("phase") == "envelope":
+        _check_envelope(run, blob, state)
+    if state.get("phase") != "sweep":
+        _import_members(run, blob, kind, result, state, rejects, facts, audit, key_of_file,
+                        started)  # fmt: skip
+        _save(run, state, result, rejects, facts, audit, phase="sweep", resume=None)
+    if kind != "csv":
+        _sweep(run, result, audit, facts, key_of_file)
+    rejects.commit()
+    writer.confirm()  # the blob effects below are not covered by the table's If-Match
+    file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name), blob.etag)
+    result.status = "processed"
+    log.info("import %s/%s: %s processed: %d records, %d imported, %d rejected",
+             request.account, request.run_id, result.name, result.records, result.imported,
+             result.rejected)  # fmt: skip
+
+
+def _save(
+    run: _Run,
+    state: dict[str, Any],
+    result: FileReport,
+    rejects: RejectWriter,
+    facts: FileFacts,
+    audit: _Audit,
+    **changes: Any,
+) -> None:
+    """Save the checkpoint (after the rows up to it are committed)."""
+    report = asdict(result)
+    report["reasons"] = dict(result.reasons)
+    effective = facts.effective.isoformat() if facts.effective else None
+    state.update(
+        rejects=rejects.stage(), report=report, audit=audit.to_dict(),
+        facts={"transaction_sets": facts.transaction_sets, "effective": effective}, **changes,
+    )  # fmt: skip
+    run.checkpoint.save(state)
+
+
+def _next_record(kind: str, resume: dict[str, Any]) -> int:
+    """The number of the first record after resume point `resume`."""
+    return int(resume["line"]) + 1 if kind == "csv" else int(resume["segment"])
+
+
+def _import_members(
+    run: _Run,
+    blob: Any,
+    kind: str,
+    result: FileReport,
+    state: dict[str, Any],
+    rejects: RejectWriter,
+    facts: FileFacts,
+    audit: _Audit,
+    key_of_file: str,
+    file_started: float,
+) -> None:
+    """The members pass, from `state["resume"]`; a checkpoint every `chunk_records`
+    records (at a point the reader can resume from); `_OutOfTime` when the budget is spent."""
+    request, writer = run.request, run.writer
+    writer.resume_from = int(state.get("next_record") or 0)
+    writer.start_chunk(writer.resume_from)
+    in_chunk = 0
     next_progress = time.monotonic() + run.progress_every
-    started = time.monotonic()
-    for record, prepared in _prepared(run, _records(run, blob, kind, facts)):
+    started, first = time.monotonic(), result.records
+    for record, prepared in _prepared(run, _reader(run, blob, kind, facts, state.get("resume"))):
         result.records += 1
+        in_chunk += 1
         origin = Provenance(request.run_id, result.name, record.location)
         outcome = _import_record(run, record, prepared, origin, key_of_file)
         if kind != "csv":
@@ -242,22 +475,24 @@ def _import_records(run: _Run, blob: Any, kind: str, result: FileReport) -> None
             category, reason = outcome
             rejects.add(record, reason)
             result.reject(record.location, record.member_id, category, reason, record.line)
+        if in_chunk >= run.chunk_records and record.resume is not None:
+            writer.flush()
+            point = record.resume
+            result.duration_s = round(time.monotonic() - file_started, 3)
+            _save(run, state, result, rejects, facts, audit, phase="members", resume=point,
+                  next_record=_next_record(kind, point))  # fmt: skip
+            writer.start_chunk(state["next_record"])
+            in_chunk = 0
+            run.progressed = True
+            if run.out_of_time():
+                raise _OutOfTime
         if time.monotonic() >= next_progress:
             next_progress = time.monotonic() + run.progress_every
             log.info("import %s/%s: %s: %d records, %d imported, %d rejected (%.0f rows/s)",
                      request.account, request.run_id, result.name, result.records,
                      result.imported, result.rejected,
-                     result.records / (time.monotonic() - started))  # fmt: skip
+                     (result.records - first) / (time.monotonic() - started))  # fmt: skip
     writer.flush()
-    if kind != "csv":
-        _sweep(run, result, audit, facts, key_of_file)
-    rejects.commit()
-    writer.confirm()  # the blob effects below are not covered by the table's If-Match
-    file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name), blob.etag)
-    result.status = "processed"
-    log.info("import %s/%s: %s processed: %d records, %d imported, %d rejected",
-             request.account, request.run_id, result.name, result.records, result.imported,
-             result.rejected)  # fmt: skip
 
 
 def _change_of(record: SourceRecord, today: date) -> Change:
@@ -317,7 +552,8 @@ def _import_record(
     effective = event_effective(kind, change, member)
     event = event_entity(kind, member, prior.member, effective, origin, key_of_file,
                          f"{record.number:010d}")  # fmt: skip
-    writer.put(member, origin, key_of_file=key_of_file, base=prior.base, event=event)
+    writer.put(member, origin, key_of_file=key_of_file, base=prior.base, event=event,
+               chunk_base=prior.chunk_base)  # fmt: skip
     return kind
 
 

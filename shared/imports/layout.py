@@ -7,6 +7,7 @@
     {account}/rejected/{run_id}/{file}.error.json          ... the reason next to it
     {account}/reports/{run_id}/report.json                 the run report
     {account}/reports/{run_id}/attempts/{token}.json       one per attempt: start, end, outcome
+    {account}/reports/{run_id}/checkpoint.json             where the run carries on (fenced)
 
 For the nightly run `run_id` is the run date (YYYY-MM-DD).
 """
@@ -68,6 +69,10 @@ class Layout:
     @property
     def report(self) -> str:
         return f"{self.account}/reports/{self.run_id}/report.json"
+
+    @property
+    def checkpoint(self) -> str:
+        return f"{self.account}/reports/{self.run_id}/checkpoint.json"
 
     def attempt(self, token: int) -> str:
         return f"{self.account}/reports/{self.run_id}/attempts/{token:012d}.json"

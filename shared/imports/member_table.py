@@ -23,10 +23,24 @@ row first, which changes the ETag, so the older holder's next transaction fails 
 and it stops with "stale holder: token N < M, stopping" and writes nothing more. This holds
 even when the older holder was paused past its lease and never noticed losing it.
 
-A member row also remembers the file version that last wrote it (`FileKey`) and the state
-the member had before that file (`BaseState`). An attempt that re-reads a file an earlier,
-crashed attempt had half imported starts each such member again from that base, so the
-history and the counts come out as if the file had been read once.
+Several transactions can be in flight at once (`lanes`, app setting IMPORT_WRITE_LANES):
+lane 0 is fenced by the state row as above, lane i by its own fence row `~state~{i}`, and
+a member always goes to the lane its key hashes to, so one member's writes stay in file
+order (one transaction in flight per lane). A newer holder's `open()` writes its token into
+every fence row before it writes anything, so no transaction of an older holder can land
+after the first of the newer one.
+
+A member row also remembers the file version that last wrote it (`FileKey`), the state the
+member had before that file (`BaseState`), where the chunk of records that wrote it
+started (`ChunkStart`, a record number) and the member's state before that chunk
+(`ChunkBase`). An import resumed from a checkpoint at record R (`resume_from`) trusts rows
+its file wrote in chunks before R, and starts a member an attempt it replaced wrote at or
+after R (rows committed after the last checkpoint) again from `ChunkBase`, so the history
+and the counts come out as if the file had been read once.
+
+Member rows are read ahead a window of records at a time (`prefetch`): one range query
+over the window's keys when the file comes in key order (the rows it returns are the
+window's, or few more), else point reads in parallel.
 """
 
 from __future__ import annotations
@@ -35,15 +49,17 @@ import contextlib
 import hashlib
 import json
 import logging
+import threading
+import zlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.data.tables import TableTransactionError, UpdateMode
+from azure.data.tables import UpdateMode
 from blobsingleton import events, settings
 from blobsingleton.leases import instance_id
 
@@ -51,6 +67,7 @@ from shared import storage
 from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
 from shared.imports.records import ACTIVE, Coverage, Member
+from shared.imports.table_batch import TransactionFailed, submit_replace
 from shared.imports.validation import member_key
 
 log = logging.getLogger("shared.imports")
@@ -64,6 +81,11 @@ ABSENT = "null"
 MEMBERS_PER_TRANSACTION = 99
 #: Member rows read in parallel ahead of the records that need them (`prefetch`).
 PREFETCH_THREADS = 8
+#: A range query that returns more than this many rows per key wanted is not worth it:
+#: later windows read point by point (the file is not in key order).
+RANGE_ROWS_PER_KEY = 3
+DEFAULT_LANES = 4
+MAX_LANES = 16
 _CONDITION_FAILED = frozenset({"UpdateConditionNotSatisfied", "ConditionNotMet"})
 
 
@@ -79,6 +101,19 @@ class StaleHolder(RuntimeError):
         self.account = account
         self.token = token
         self.newer = newer
+
+
+def write_lanes() -> int:
+    """Transactions in flight per account (app setting IMPORT_WRITE_LANES, 1..16)."""
+    try:
+        lanes = int(settings.setting("IMPORT_WRITE_LANES", str(DEFAULT_LANES)) or DEFAULT_LANES)
+    except ValueError:
+        return DEFAULT_LANES
+    return max(1, min(MAX_LANES, lanes))
+
+
+def _lane_row(lane: int) -> str:
+    return STATE_ROW if lane == 0 else f"{STATE_ROW}~{lane}"
 
 
 def table_name() -> str:
@@ -207,10 +242,16 @@ class Prior:
     member: Member | None
     base: str
     location: str | None
+    chunk_base: str = ABSENT
 
 
 class FencedMemberWriter:
-    """Writes one account's members under fencing token `token`; `open()` before `add()`."""
+    """Writes one account's members under fencing token `token`; `open()` before `add()`.
+
+    `lanes`: transactions in flight at once (each fenced by its own row); `resume_from`:
+    the record number the current file resumed at (see the module docstring);
+    `chunk_start`: the record number the chunk being written started at (`start_chunk`).
+    """
 
     def __init__(
         self,
@@ -220,46 +261,64 @@ class FencedMemberWriter:
         *,
         table: Any = None,
         batch_size: int = MEMBERS_PER_TRANSACTION,
+        lanes: int = 1,
     ) -> None:
         if not 1 <= batch_size <= MEMBERS_PER_TRANSACTION:
             raise ValueError(f"batch_size must be 1..{MEMBERS_PER_TRANSACTION}")
+        if not 1 <= lanes <= MAX_LANES:
+            raise ValueError(f"lanes must be 1..{MAX_LANES}")
         self.account = account
         self.token = token
         self.run_id = run_id
         self.batch_size = batch_size
+        self.lanes = lanes
         self._table = table if table is not None else members_table()
-        self._etag: str | None = None
-        self._pending: dict[str, dict[str, Any]] = {}  # by RowKey: one op per row per batch
+        self._etags: list[str | None] = [None] * lanes
+        self._pending: list[dict[str, dict[str, Any]]] = [{} for _ in range(lanes)]
+        self._pending_rows = 0
+        # submitted, not yet known committed: (lane) -> (future, its entities by RowKey)
+        self._inflight: list[tuple[Future[Any], dict[str, dict[str, Any]]] | None] = [None] * lanes
+        self._pool = ThreadPoolExecutor(lanes, thread_name_prefix="members") if lanes > 1 else None
         self._cache: dict[str, Any] = {}  # prefetched member rows (None: not there)
         # An account with no members when this writer opened has only the rows it writes:
         # a member it has not written (the filter says "certainly not") needs no read.
         self._fresh = False
         self._written = IdFilter()
+        self._range_reads = True  # until a range query shows the file is not in key order
+        self.resume_from = 0
+        self.chunk_start = 0
         self.rows_written = 0
         self.transactions = 0
+        self.reads = 0  # read requests for member rows (range queries count one per page)
+        self._count_lock = threading.Lock()
 
     # -- the fence -----------------------------------------------------------------------------
     def open(self) -> None:
-        """Put our token into the state row (refusing if a higher one is there)."""
+        """Put our token into the state row, then into every lane's fence row (refusing if a
+        higher one is there), so no older holder's transaction can land after ours."""
+        for lane in range(self.lanes):
+            self._etags[lane] = self._open_lane(lane)
+        self._fresh = self._no_members()
+
+    def _open_lane(self, lane: int) -> str:
+        row = _lane_row(lane)
         for _ in range(5):
-            state = self._read_state()
+            state = self._read_state(row)
             if state is None:
                 try:
-                    result = self._table.create_entity(self._state_entity())
+                    result = self._table.create_entity(self._state_entity(row=row))
                 except ResourceExistsError:
                     continue  # another holder created it first: read it again
                 except ResourceNotFoundError:
                     with contextlib.suppress(ResourceExistsError):
                         self._table.create_table()  # first import ever: no table yet
                     continue
-                self._etag = result["etag"]
-                self._fresh = self._no_members()
-                return
+                return str(result["etag"])
             if int(state.get("Token", 0)) > self.token:
                 raise self._stale(int(state["Token"]))
             try:
                 result = self._table.update_entity(
-                    self._state_entity(),
+                    self._state_entity(row=row, rows=int(state.get("RowsWritten", 0) or 0)),
                     mode=UpdateMode.REPLACE,
                     etag=state.metadata["etag"],
                     match_condition=MatchConditions.IfNotModified,
@@ -268,14 +327,12 @@ class FencedMemberWriter:
                 if _condition_failed(error):
                     continue  # someone wrote in between: decide again on what is there now
                 raise
-            self._etag = result["etag"]
-            self._fresh = self._no_members()
-            return
+            return str(result["etag"])
         raise self._stale(self._current_token())
 
     def _no_members(self) -> bool:
         """True when the account has no member rows yet (asked once, after our token is in
-        the state row, so no older holder can add any later)."""
+        the fence rows, so no older holder can add any later)."""
         query = "PartitionKey eq @account and RowKey lt '~'"
         rows = self._table.query_entities(
             query, parameters={"account": self.account}, select=["RowKey"], results_per_page=1
@@ -299,6 +356,10 @@ class FencedMemberWriter:
         """Write `member` as stated (no history row)."""
         self.put(member, origin)
 
+    def start_chunk(self, record: int) -> None:
+        """The records from number `record` on are a new chunk (after a checkpoint)."""
+        self.chunk_start = record
+
     def put(
         self,
         member: Member,
@@ -308,40 +369,86 @@ class FencedMemberWriter:
         base: str = ABSENT,
         event: dict[str, Any] | None = None,
         swept: bool = False,
+        chunk_base: str | None = None,
     ) -> None:
-        """Queue the member's row (and its history row); flushes when a batch is full.
-        `swept`: ended because an audit file left it out (marked for a retried sweep)."""
-        if self._etag is None:
+        """Queue the member's row (and its history row); a lane's batch goes out when full.
+        `swept`: ended because an audit file left it out (marked for a retried sweep).
+        `chunk_base`: the member's state before this chunk (`Prior.chunk_base`)."""
+        if self._etags[0] is None:
             raise RuntimeError("FencedMemberWriter.open() was not called")
-        entities = [member_entity(self.account, member, self.token, origin,
-                                  key_of_file=key_of_file, base=base)]  # fmt: skip
+        entity = member_entity(self.account, member, self.token, origin,
+                               key_of_file=key_of_file, base=base)  # fmt: skip
+        entity["ChunkStart"] = self.chunk_start
+        entity["ChunkBase"] = chunk_base if chunk_base is not None else base
         if swept:
-            entities[0]["Swept"] = key_of_file
+            entity["Swept"] = key_of_file
+        entities = [entity]
         if event is not None:
             entities.append({"PartitionKey": self.account, **event, "FencingToken": self.token})
-        new = sum(e["RowKey"] not in self._pending for e in entities)
-        if len(self._pending) + new > self.batch_size:
-            self.flush()
-        for entity in entities:
-            self._pending[entity["RowKey"]] = entity
-        self._cache[entities[0]["RowKey"]] = entities[0]  # what the next record must see
-        self._written.add(entities[0]["RowKey"])
-        if len(self._pending) >= self.batch_size:
-            self.flush()
+        key = str(entity["RowKey"])
+        lane = self._lane_of(key)
+        pending = self._pending[lane]
+        new = sum(e["RowKey"] not in pending for e in entities)
+        if len(pending) + new > self.batch_size:
+            self._submit(lane)
+            pending = self._pending[lane]
+        for item in entities:
+            self._pending_rows += item["RowKey"] not in pending
+            pending[item["RowKey"]] = item
+        self._cache[key] = entity  # what the next record must see
+        self._written.add(key)
+        if len(pending) >= self.batch_size:
+            self._submit(lane)
+
+    def _lane_of(self, key: str) -> int:
+        if self.lanes == 1:
+            return 0
+        return zlib.crc32(key.encode("utf-8", "surrogatepass")) % self.lanes
 
     def prefetch(self, member_ids: list[str]) -> None:
-        """Read these members' rows now, PREFETCH_THREADS at a time, for `prior()`.
+        """Read these members' rows now, for `prior()`: one range query over their keys
+        while the file comes in key order, else PREFETCH_THREADS point reads at a time.
 
         Replaces the previous prefetch; rows this writer `put()` since are served from it
         too, so a record sees what the records before it in the window did."""
-        keys = [k for k in dict.fromkeys(map(member_key, member_ids)) if k not in self._pending]
+        keys = [k for k in dict.fromkeys(map(member_key, member_ids)) if self._unsent(k) is None]
         self._cache = {}
         if self._fresh:
             self._cache = {k: None for k in keys if not self._written.might_contain(k)}
             keys = [k for k in keys if k not in self._cache]
-        if keys:
-            with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
-                self._cache.update(zip(keys, pool.map(self._get_member, keys), strict=True))
+        if not keys:
+            return
+        if self._range_reads and len(keys) > 1:
+            found = self._range(sorted(keys))
+            if found is not None:
+                self._cache.update({k: found.get(k) for k in keys})
+                return
+        with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
+            self._cache.update(zip(keys, pool.map(self._get_member, keys), strict=True))
+        self.reads += len(keys)
+
+    def _range(self, keys: list[str]) -> dict[str, Any] | None:
+        """The rows of `keys` (sorted) by one range query; None (and no more range queries)
+        when the range holds many more rows than keys."""
+        query = "PartitionKey eq @account and RowKey ge @low and RowKey le @high"
+        params = {"account": self.account, "low": keys[0], "high": keys[-1]}
+        limit = RANGE_ROWS_PER_KEY * len(keys) + 100
+        wanted = set(keys)
+        found: dict[str, Any] = {}
+        pages = self._table.query_entities(query, parameters=params, results_per_page=1000)
+        seen = 0
+        for page in pages.by_page():
+            self.reads += 1
+            for entity in page:
+                seen += 1
+                if entity["RowKey"] in wanted:
+                    found[entity["RowKey"]] = entity
+            if seen > limit:
+                self._range_reads = False
+                log.info("import %s: member rows read point by point (the file is not in "
+                         "key order)", self.account)  # fmt: skip
+                return None
+        return found
 
     def _get_member(self, key: str) -> Any:
         try:
@@ -349,21 +456,40 @@ class FencedMemberWriter:
         except ResourceNotFoundError:
             return None
 
+    def _unsent(self, key: str) -> dict[str, Any] | None:
+        """Our latest row for `key` not known to be committed (pending or in flight)."""
+        lane = self._lane_of(key)
+        entity = self._pending[lane].get(key)
+        if entity is None and self._inflight[lane] is not None:
+            entity = self._inflight[lane][1].get(key)  # type: ignore[index]
+        return entity
+
     def prior(self, member_id: str, key_of_file: str) -> Prior:
         """The member as the next record of file `key_of_file` must see it (0 or 1 read)."""
         key = member_key(member_id)
-        entity = self._pending.get(key)
+        entity = self._unsent(key)
         if entity is None:
             entity = self._cache[key] if key in self._cache else self._get_member(key)
             if entity is None:
                 return Prior(None, ABSENT, None)
         if key_of_file and entity.get("FileKey") == key_of_file:
             base = str(entity.get("BaseState") or ABSENT)
-            if entity.get("FencingToken") == self.token:
-                return Prior(member_from_entity(entity), base, str(entity.get("SourceLocation")))
-            return Prior(decode_state(base), base, None)  # an earlier attempt: start over
+            start = int(entity.get("ChunkStart", 0) or 0)
+            ours = entity.get("FencingToken") == self.token
+            if ours or start < self.resume_from:  # this attempt's, or before the checkpoint
+                member = member_from_entity(entity)
+                same_chunk = ours and start == self.chunk_start
+                if same_chunk:
+                    chunk_base = str(entity.get("ChunkBase") or base)
+                else:
+                    chunk_base = encode_state(member)
+                return Prior(member, base, str(entity.get("SourceLocation")), chunk_base)
+            # committed after the checkpoint by an attempt that did not get to the next one
+            chunk_base = str(entity.get("ChunkBase") or base)
+            return Prior(decode_state(chunk_base), base, None, chunk_base)
         stored = member_from_entity(entity)
-        return Prior(stored, encode_state(stored), None)
+        state = encode_state(stored)
+        return Prior(stored, state, None, state)
 
     def active_members_not_in(self, key_of_file: str) -> Iterator[Any]:
         """Member rows still active that file `key_of_file` did not write, and those an
@@ -378,49 +504,94 @@ class FencedMemberWriter:
                 yield entity
 
     def discard(self) -> int:
-        """Drop members not yet committed (their file turned out unusable); returns how many."""
-        dropped = len(self._pending)
-        self._pending.clear()
+        """Drop members not yet committed (their file turned out unusable); returns how many.
+        Transactions already in flight are waited for (they may land)."""
+        dropped = self._pending_rows
+        self._wait_all(raise_errors=False)
+        self._pending = [{} for _ in range(self.lanes)]
+        self._pending_rows = 0
         self._cache.clear()
         return dropped
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self._pending_rows
 
     def flush(self) -> int:
-        """Commit the pending members with the state row; returns how many were written."""
-        if not self._pending:
-            return 0
-        operations: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-            ("upsert", entity, {"mode": UpdateMode.REPLACE}) for entity in self._pending.values()
-        ]
-        written = sum(is_member_row(str(key)) for key in self._pending)
-        state = self._state_entity(rows=self.rows_written + written)
-        condition = {
-            "mode": UpdateMode.REPLACE,
-            "etag": self._etag,
-            "match_condition": MatchConditions.IfNotModified,
-        }
-        operations.append(("update", state, condition))
+        """Commit every pending member (all lanes) and wait for every transaction in flight;
+        returns how many member rows were written by this call's transactions."""
+        before = self.rows_written
+        for lane in range(self.lanes):
+            self._submit(lane)
+        self._wait_all()
+        return self.rows_written - before
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    # -- transactions ------------------------------------------------------------------------
+    def _submit(self, lane: int) -> None:
+        """Send the lane's pending rows (after its previous transaction is done)."""
+        pending = self._pending[lane]
+        if not pending:
+            return
+        self._wait(lane)
+        self._pending[lane] = {}
+        self._pending_rows -= len(pending)
+        if self._pool is None:
+            self._commit(lane, pending)
+            return
+        self._inflight[lane] = (self._pool.submit(self._commit, lane, pending), pending)
+
+    def _wait(self, lane: int, *, raise_errors: bool = True) -> None:
+        inflight = self._inflight[lane]
+        if inflight is None:
+            return
+        self._inflight[lane] = None
         try:
-            results = self._table.submit_transaction(operations)
-        except TableTransactionError as error:
+            inflight[0].result()
+        except StaleHolder:
+            if raise_errors:
+                raise
+        except Exception:
+            if raise_errors:
+                raise
+
+    def _wait_all(self, *, raise_errors: bool = True) -> None:
+        errors: list[BaseException] = []
+        for lane in range(self.lanes):
+            try:
+                self._wait(lane, raise_errors=raise_errors)
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            stale = [e for e in errors if isinstance(e, StaleHolder)]
+            raise stale[0] if stale else errors[0]
+
+    def _commit(self, lane: int, pending: dict[str, dict[str, Any]]) -> None:
+        """One fenced transaction: the rows plus the lane's fence row, If-Match (built and
+        read by `table_batch`, not the SDK's multipart code: a tenth of the client CPU)."""
+        written = sum(is_member_row(str(key)) for key in pending)
+        state = self._state_entity(row=_lane_row(lane), rows=self.rows_written + written)
+        operations: list[tuple[dict[str, Any], str | None]] = [(e, None) for e in pending.values()]
+        operations.append((state, self._etags[lane]))
+        try:
+            etags = submit_replace(self._table, operations)
+        except TransactionFailed as error:
             if _condition_failed(error):
-                self._pending.clear()
                 raise self._stale(self._current_token()) from None
             raise
-        self._etag = results[-1]["etag"]
-        self._pending.clear()
-        self.rows_written += written
-        self.transactions += 1
-        return written
+        self._etags[lane] = etags[-1]
+        with self._count_lock:
+            self.rows_written += written
+            self.transactions += 1
 
     # -- internals -------------------------------------------------------------------------
-    def _state_entity(self, rows: int = 0) -> dict[str, Any]:
+    def _state_entity(self, rows: int = 0, row: str = STATE_ROW) -> dict[str, Any]:
         return {
             "PartitionKey": self.account,
-            "RowKey": STATE_ROW,
+            "RowKey": row,
             "Token": self.token,
             "RunId": self.run_id,
             "Holder": instance_id(),
@@ -428,9 +599,9 @@ class FencedMemberWriter:
             "UpdatedAt": datetime.now(UTC),
         }
 
-    def _read_state(self) -> Any:
+    def _read_state(self, row: str = STATE_ROW) -> Any:
         try:
-            return self._table.get_entity(self.account, STATE_ROW)
+            return self._table.get_entity(self.account, row)
         except ResourceNotFoundError:
             return None
 

@@ -62,6 +62,9 @@ class SourceRecord:
     member_id: str | None = None
     change: Change | None = field(default=None, compare=False)
     line: int = 0
+    #: Where the reader can resume right after this record (`{"offset": byte, ...}`, what
+    #: the reader needs), or None when it cannot stop here (inside an 834 family).
+    resume: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def location(self) -> str:

@@ -7,9 +7,12 @@
 `line` is the physical line the record starts on (an 834 written on one line: 1);
 `segment` the 834 segment number of its INS, as X12 acknowledgments count them.
 
-Blocks are staged as the file streams (about 1 MiB each), so a file with many rejections
-still uses little memory; they become visible only on `commit()`. A crash before the commit
-leaves nothing half-written: the next attempt stages and commits the file's rejects anew.
+Blocks are staged as the file streams (about 1 MiB each, and at every checkpoint), so a
+file with many rejections still uses little memory; they become visible only on `commit()`.
+Staged blocks outlive the invocation (Azure keeps uncommitted blocks for a week): a resumed
+import carries on from the checkpoint's block count and count, re-staging (same block ids)
+what an attempt that did not reach the next checkpoint staged after it. A crash before the
+commit leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ def reject_line(source: str, record: SourceRecord, reason: str) -> bytes:
 class RejectWriter:
     """Collects one file's rejects into blob `blob` (a BlobClient)."""
 
-    def __init__(self, blob: Any, source: str) -> None:
+    def __init__(self, blob: Any, source: str, *, blocks: int = 0, count: int = 0) -> None:
+        """`blocks`, `count`: what a checkpoint says was staged already."""
         self._blob = blob
         self._source = source
         self._buffer = bytearray()
-        self._blocks: list[BlobBlock] = []
-        self.count = 0
+        self.blocks = blocks
+        self.count = count
 
     def add(self, record: SourceRecord, reason: str) -> None:
         self._buffer += reject_line(self._source, record, reason)
@@ -59,10 +63,15 @@ class RejectWriter:
             self._stage()
 
     def _stage(self) -> None:
-        block_id = base64.b64encode(f"{len(self._blocks):08d}".encode()).decode()
-        self._blob.stage_block(block_id, bytes(self._buffer))
-        self._blocks.append(BlobBlock(block_id=block_id))
+        self._blob.stage_block(_block_id(self.blocks), bytes(self._buffer))
+        self.blocks += 1
         self._buffer.clear()
+
+    def stage(self) -> dict[str, int]:
+        """Stage what is buffered (before a checkpoint); returns what the checkpoint keeps."""
+        if self._buffer:
+            self._stage()
+        return {"blocks": self.blocks, "count": self.count}
 
     def commit(self) -> bool:
         """Make the rejects visible; False (and no blob) when there were none."""
@@ -71,7 +80,11 @@ class RejectWriter:
         if self._buffer:
             self._stage()
         self._blob.commit_block_list(
-            self._blocks,
+            [BlobBlock(block_id=_block_id(i)) for i in range(self.blocks)],
             content_settings=ContentSettings(content_type="application/x-ndjson"),
         )
         return True
+
+
+def _block_id(number: int) -> str:
+    return base64.b64encode(f"{number:08d}".encode()).decode()

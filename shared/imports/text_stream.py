@@ -2,7 +2,9 @@
 
 Bytes that are not UTF-8 are kept as lone surrogates ("surrogateescape") instead of failing
 the whole file: the reader can then reject just the record that holds them, and the rejected
-file can still carry the original bytes. A UTF-8 byte order mark is dropped.
+file can still carry the original bytes (so `byte_length` of what was read is exactly the
+bytes it came from: a reader resumes a file at such an offset). A UTF-8 byte order mark is
+dropped (at offset 0 only).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ def original_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def byte_length(text: str) -> int:
+    """How many bytes of the file `text` was decoded from (for resume offsets)."""
+    return len(text) if text.isascii() else len(original_bytes(text))
+
+
 class ChunkedText(io.TextIOBase):
     """A read-only text stream over byte chunks (e.g. `download_blob().chunks()`).
 
@@ -41,10 +48,16 @@ class ChunkedText(io.TextIOBase):
     needs newline="" semantics to handle quoted line breaks).
     """
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(self, chunks: Iterable[bytes], *, start: int = 0) -> None:
+        """`start`: the byte offset the chunks begin at in the file; a byte order mark is
+        dropped only at offset 0 (`bom` tells whether there was one)."""
         super().__init__()
         self._chunks: Iterator[bytes] = iter(chunks)
-        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="surrogateescape")
+        encoding = "utf-8-sig" if start == 0 else "utf-8"
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="surrogateescape")
+        self.start = start
+        self.bom = 0  # bytes of the byte order mark dropped (0 or 3)
+        self._first = start == 0
         self._buffer = ""
         self._pos = 0  # consumed part of the buffer: slicing per line would copy it each time
         self._eof = False
@@ -58,6 +71,9 @@ class ChunkedText(io.TextIOBase):
         if self._eof:
             return False
         for chunk in self._chunks:
+            if self._first and chunk:
+                self._first = False
+                self.bom = 3 if chunk.startswith(codecs.BOM_UTF8) else 0
             self.bytes_read += len(chunk)
             text = self._decoder.decode(chunk)
             if text:
