@@ -92,9 +92,9 @@ def submit_replace(
     statuses = [int(s) for s in _STATUS.findall(answer)]
     failed = next((s for s in statuses if not 200 <= s < 300), None)
     if failed is not None or len(statuses) != len(operations):
-        index = re.search(rb"Content-ID: ?(\d+)", answer)
+        content_id = re.search(rb"Content-ID: ?(\d+)", answer)
         raise TransactionFailed(failed or 500, _code(answer),
-                                int(index.group(1)) if index else None)  # fmt: skip
+                                int(content_id.group(1)) if content_id else None)  # fmt: skip
     etags = [e.decode().strip() for e in _ETAG.findall(answer)]
     return (
         etags
