@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes for `make test` (pytest-xdist, whole files per process: a file's fixtures and
+# its Azurite stay together). 1 runs them in this process, one after the other.
+TEST_WORKERS ?= 3
 
 .PHONY: setup chromium demo test test-fast test-lib test-long lint docs dist audit bench screenshot clean
 
@@ -38,7 +41,7 @@ demo: setup
 	$(PY) -m harness demo
 
 test: setup lint docs
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`).
 test-fast: $(VENV)/.installed
