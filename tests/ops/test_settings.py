@@ -17,7 +17,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
            ROOT / "packages" / "blobsingleton" / "src"]  # fmt: skip
-READERS = {"setting", "require", "_number", "_float_setting", "from_settings", "getenv", "get"}
+READERS = {
+    "setting",
+    "require",
+    "_number",
+    "_setting_number",
+    "_float_setting",
+    "from_settings",
+    "getenv",
+    "get",
+}
 #: Set by the platform, never by us (the library reads them to compute the host id, as the
 #: host does), and the host's own override of that id.
 PLATFORM = {
