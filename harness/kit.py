@@ -59,14 +59,21 @@ def use_app_settings(app_dir: str = ".") -> AppSettings:
 def functions_bound_to(
     settings: str | Iterable[str], app_module: str, app_dir: str = "."
 ) -> list[str]:
-    """The app's functions whose trigger names `%setting%` for any of `settings` (found by
-    indexing the app once: the azure-functions library refuses a second `get_functions()` on
-    the same app object), so a scenario runs only the functions it measures."""
-    from devhost.indexing import QueueTrigger, TimerTrigger, load_functions
+    """The app's functions whose trigger names `%setting%` for any of `settings`, so a scenario
+    runs only the functions it measures. The app is indexed here as a fresh worker indexes it:
+    the azure-functions library refuses a second `get_functions()` on one app object, and this
+    process (a test run, a benchmark) may have indexed it before."""
+    from devhost.indexing import QueueTrigger, TimerTrigger, import_app, index_app
 
     wanted = [settings] if isinstance(settings, str) else list(settings)
+    app = import_app(app_module, app_dir)
+    app.functions_bindings = None
+    try:
+        functions = index_app(app)
+    finally:
+        app.functions_bindings = None  # and left as found by whoever indexes it next
     names = []
-    for function in load_functions(app_module, app_dir):
+    for function in functions:
         trigger = function.trigger
         text = (
             trigger.queue_name
