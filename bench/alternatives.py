@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import time
 import uuid
@@ -236,7 +237,10 @@ class Ours:
     name = "ours"
 
     def __init__(self, container: ContainerClient, in_progress_timeout: float = 300.0):
+        self._busy_until = threading.local()
+
         def deferred(error: Exception) -> Outcome:
+            self._busy_until.value = getattr(error, "expires_at", 0.0)
             return Outcome.DEFERRED
 
         @once(
@@ -254,6 +258,13 @@ class Ours:
     def handle(self, key: str, work: Work) -> Outcome:
         result = self._guarded(key, work)
         return Outcome.DEFERRED if result == Outcome.DEFERRED else Outcome.DONE
+
+    def defer_delay(self) -> float:
+        """The visibility delay `Busy.DEFER` gives this thread's last deferred copy: until the
+        busy record could expire (one machine here, so its clock reads the record's expiry),
+        plus a second, in whole seconds as the queue counts them."""
+        until = float(getattr(self._busy_until, "value", 0.0))
+        return float(max(1, math.ceil(until - time.time() + 1.0)))
 
 
 Alternative = (

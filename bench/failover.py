@@ -33,7 +33,6 @@ from bench._storage import azurite_storage, spread
 from devhost.request_counting import RequestCounter
 
 TARGETS = {"ours_kill_max_s": 16.0, "ours_sigterm_max_s": 0.5, "once_kill_max_s": 20.0}
-DEFER_SECONDS = 5.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -118,7 +117,7 @@ def _wait(kind: str, keys: list[str], container: str, options: dict[str, Any], o
             sent: list[float] = []
             while not sent:
                 if guard.handle(key, lambda: sent.append(time.time())) == "deferred":
-                    time.sleep(DEFER_SECONDS)
+                    time.sleep(guard.defer_delay())  # redelivered when DEFER makes it visible
             taken[key] = sent[0]
             return
         taken[key] = time.time()

@@ -110,8 +110,9 @@ def render(results: dict[str, Any]) -> str:
                        ("failover", failover_table), ("contention", contention_table),
                        ("scale", scale_table), ("imports", imports_table),
                        ("capacity", capacity_table)):  # fmt: skip
-        if name in results:
-            parts.append(f"#### {name}\n\n{draw(results[name])}\n")
+        for run in [n for n in results if n == name or n.startswith(f"{name}_")]:
+            if isinstance(results[run], dict):
+                parts.append(f"#### {run}\n\n{draw(results[run])}\n")
     return "\n".join(parts)
 
 
