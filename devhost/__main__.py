@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -21,12 +20,11 @@ from devhost.supervisor import (
     ADMIN_KEY_SETTING,
     FUNCTION_KEY_SETTING,
     HostOptions,
-    InstanceStartError,
     Supervisor,
     host_arguments,
+    run_command,
 )
 from devhost.timer_listener import TIMER_MODES
-from devhost.worker import configure_logging
 
 log = logging.getLogger("devhost")
 
@@ -169,20 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.log_level is None:
-        args.log_level = "WARNING"
-    configure_logging("host", args.log_level)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return int(args.handler(args))
-    except InstanceStartError as error:
-        log.error("%s", error)
-        return 2
-    except KeyboardInterrupt:
-        log.warning("interrupted")
-        return 130
+    return run_command(build_parser().parse_args(argv), "WARNING")
 
 
 if __name__ == "__main__":

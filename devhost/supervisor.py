@@ -9,6 +9,7 @@ import multiprocessing as mp
 import os
 import queue
 import secrets
+import sys
 import threading
 import time
 from collections import Counter
@@ -45,6 +46,25 @@ def host_arguments(log_level_help: str) -> argparse.ArgumentParser:
         "--log-level", default=os.environ.get("DEVHOST_LOG_LEVEL"), help=log_level_help
     )
     return common
+
+
+def run_command(args: argparse.Namespace, default_log_level: str) -> int:
+    """Run a parsed command that starts instances (`args.handler`), with the host's logging
+    at `--log-level` (else `default_log_level`): 2 when an instance fails to start, 130 when
+    interrupted, else what the handler returns."""
+    if args.log_level is None:
+        args.log_level = default_log_level
+    worker.configure_logging("host", args.log_level)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return int(args.handler(args))
+    except InstanceStartError as error:
+        log.error("%s", error)
+        return 2
+    except KeyboardInterrupt:
+        log.warning("interrupted")
+        return 130
 
 
 @dataclass

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 
-from devhost.supervisor import InstanceStartError, host_arguments
-from devhost.worker import configure_logging
+from devhost.supervisor import host_arguments, run_command
 from harness import chaos_run, demo, kit, scenarios
 
 log = logging.getLogger("harness")
@@ -82,19 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.log_level is None:
-        args.log_level = "WARNING" if args.command == "chaos" else "INFO"
-    configure_logging("host", args.log_level)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return int(args.handler(args))
-    except InstanceStartError as error:
-        log.error("%s", error)
-        return 2
-    except KeyboardInterrupt:
-        log.warning("interrupted")
-        return 130
+    return run_command(args, "WARNING" if args.command == "chaos" else "INFO")
 
 
 if __name__ == "__main__":
