@@ -45,8 +45,6 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
                             "memory_rows": "", "e2e_rows": 0, "lanes": 4, "memory_834_rows": "",
                             "update_rows": 2000, "kill": False}),
 }  # fmt: skip
-#: Kept for readers of results.json written before RUNS: each run's arguments by name.
-REDUCED: dict[str, dict[str, Any]] = {name: args for name, (_, args) in RUNS.items()}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +71,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine(), "sizes": REDUCED, "seconds": {}}
+    sizes = {name: arguments for name, (_, arguments) in RUNS.items()}
+    results: dict[str, Any] = {"machine": machine(), "sizes": sizes, "seconds": {}}
     with services.azurite() as azurite:
         os.environ[SHARED] = azurite.connection_string
         try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import threading
 import time
 import uuid
@@ -262,9 +261,9 @@ class Ours:
     def defer_delay(self) -> float:
         """The visibility delay `Busy.DEFER` gives this thread's last deferred copy: until the
         busy record could expire (one machine here, so its clock reads the record's expiry),
-        plus a second, in whole seconds as the queue counts them."""
+        plus a second, rounded to whole seconds at least 1, as `Busy.DEFER` rounds it."""
         until = float(getattr(self._busy_until, "value", 0.0))
-        return float(max(1, math.ceil(until - time.time() + 1.0)))
+        return float(max(1, round(until - time.time() + 1.0)))
 
 
 Alternative = (
