@@ -48,6 +48,8 @@ from blobsingleton.settings import setting
 if TYPE_CHECKING:
     from azure.storage.blob import BlobClient, ContainerClient
 
+#: Blob clients a record store keeps (by blob name, oldest dropped first).
+_KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
 #: The blob whose Last-Modified says when this namespace first ran (encoded keys never hold '.').
 SINCE_MARKER = ".since"
@@ -91,9 +93,20 @@ class BlobRecordStore(RecordStore):
     ) -> None:
         self._container = _defaults.container(container, _defaults.RECORD_CONTAINER, storage)
         self.namespace = resolve_namespace(namespace)
+        self._clients: dict[str, BlobClient] = {}
+        self._clients_lock = threading.Lock()
 
     def _blob(self, key: str) -> BlobClient:
-        return self._container.get_blob_client(blob_name(self.namespace, key))
+        """The key's blob client, kept for the last `_KEPT_CLIENTS` keys: building one costs
+        about as much client CPU as a request, and a run writes its record twice or more."""
+        name = blob_name(self.namespace, key)
+        with self._clients_lock:
+            client = self._clients.get(name)
+            if client is None:
+                if len(self._clients) >= _KEPT_CLIENTS:
+                    del self._clients[next(iter(self._clients))]
+                client = self._clients[name] = self._container.get_blob_client(name)
+            return client
 
     def get(self, key: str) -> Record | None:
         record, served_at = self._read(self._blob(key))
@@ -144,22 +157,21 @@ class BlobRecordStore(RecordStore):
         self._watch().note_run(seconds)
 
     def put_if_absent(self, record: Record) -> Record:
-        blob = self._blob(record.key)
+        blob, body = self._blob(record.key), record.to_json()
         with _translated("create run-once record"):
             props = retry_on_missing_container(
                 self._container,
-                lambda: blob.upload_blob(
-                    record.to_json(), overwrite=False, metadata=_metadata(record)
-                ),
+                lambda: blob.upload_blob(body, overwrite=False, metadata=_metadata(record, body)),
             )
         return _written(record, props)
 
     def replace(self, record: Record, etag: str) -> Record:
+        body = record.to_json()
         with _translated("update run-once record"):
             props = self._blob(record.key).upload_blob(
-                record.to_json(),
+                body,
                 overwrite=True,
-                metadata=_metadata(record),
+                metadata=_metadata(record, body),
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
             )
@@ -261,9 +273,9 @@ class BlobRecordStore(RecordStore):
         return adopted.with_(written_at=None, read_at=legacy.read_at)
 
 
-def _metadata(record: Record) -> dict[str, str]:
-    """`ttl`, and the record's JSON when it is small (so a listing carries it, `_record_watch`)."""
-    carried = record_metadata(record.to_json()) if record.ttl is not None else {}
+def _metadata(record: Record, body: bytes) -> dict[str, str]:
+    """`ttl`, and the record's JSON `body` when small (so a listing carries it, `_record_watch`)."""
+    carried = record_metadata(body) if record.ttl is not None else {}
     return carried if record.ttl is None else {"ttl": repr(float(record.ttl)), **carried}
 
 

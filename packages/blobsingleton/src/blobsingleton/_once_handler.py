@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import heapq
 import json
 import logging
 import threading
@@ -314,17 +315,30 @@ class OnceHandler:
         return Outcome(Decision.EXECUTE, record)
 
     def _start_beating(self) -> None:
-        """Beat from a thread; a test overrides this and drives `_beat_step` itself."""
-        self._heartbeat = threading.Thread(
-            target=thread_target(self._beat), name=f"once-heartbeat-{self.key[:40]}", daemon=True
+        """Beat from a thread of its own, started when the first beat is due: most runs end
+        before that and never start one (a test overrides this and drives `_beat_step`)."""
+        _first_beats.schedule(
+            time.monotonic() + self.in_progress_timeout / BEATS_PER_TIMEOUT,
+            self._stop_beating,
+            functools.partial(self._start_beating_thread, thread_target(self._beat_on)),
         )
-        self._heartbeat.start()
+
+    def _start_beating_thread(self, target: Callable[[], None]) -> None:
+        """Called by `_first_beats` once the first beat is due and the run still goes on."""
+        with self._claim_lock:
+            if self._stop_beating.is_set() or self._claimed is None or self._heartbeat:
+                return  # run over, or an earlier claim's start came due first
+            self._heartbeat = threading.Thread(
+                target=target, name=f"once-heartbeat-{self.key[:40]}", daemon=True
+            )
+            self._heartbeat.start()
 
     def _take_claim(self) -> Record:
-        self._stop_beating.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-            self._heartbeat = None
+        with self._claim_lock:  # no beat thread starts after this
+            self._stop_beating.set()
+            heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.join()
         with self._claim_lock:
             if self._claimed is None:
                 raise RuntimeError("complete()/fail() called without an EXECUTE decision")
@@ -332,11 +346,13 @@ class OnceHandler:
             self._confirmed_at = None
         return claimed
 
-    def _beat(self) -> None:
-        """Push the claimed record's expiry ahead until the run ends or the key is lost."""
+    def _beat_on(self) -> None:
+        """The first beat is due: push the claimed record's expiry ahead now and every
+        interval after, until the run ends or the key is lost."""
         interval = self.in_progress_timeout / BEATS_PER_TIMEOUT
-        while not self._stop_beating.wait(interval) and self._beat_step():
-            pass
+        while not self._stop_beating.is_set() and self._beat_step():
+            if self._stop_beating.wait(interval):
+                break
 
     def _beat_step(self) -> bool:
         """One beat; False once there is nothing left to beat for (run over, or key lost)."""
@@ -394,6 +410,50 @@ class OnceHandler:
 
     def busy_error(self, record: Record) -> AlreadyInProgress:
         return AlreadyInProgress(self.key, record.expires_at)
+
+
+class _FirstBeats:
+    """One thread per process that starts a run's heartbeat thread when its first beat is due.
+
+    Starting a thread for every run cost each delivery a thread start and join, with the
+    interpreter lock handed over twice under load, though most runs end long before their
+    first beat. Runs still going when it is due get their own thread, as before, so a slow
+    beat of one run never delays another's."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
+        self._changed = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, at: float, stopped: threading.Event, start: Callable[[], None]) -> None:
+        """Call `start` at monotonic time `at`, unless `stopped` is set by then."""
+        with self._changed:
+            self._count += 1
+            heapq.heappush(self._due, (at, self._count, stopped, start))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="once-first-beats", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0][1] == self._count:
+                self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(timeout)
+                _, _, stopped, start = heapq.heappop(self._due)
+            if not stopped.is_set():
+                try:
+                    start()
+                except Exception:  # never let one run's start stop every later one
+                    log.exception("run-once: could not start a heartbeat")
+
+
+_first_beats = _FirstBeats()
 
 
 def _aged(record: Record, seconds: float) -> Record:

@@ -14,10 +14,11 @@ behave as a plain store: a busy delivery then gets its busy policy at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -70,9 +71,7 @@ class Record:
         return replace(self, **changes)
 
     def to_json(self) -> bytes:
-        data = asdict(self)
-        for name in _NOT_IN_BODY:
-            data.pop(name)
+        data = {name: getattr(self, name) for name in _body_fields()}
         return json.dumps(data, separators=(",", ":"), default=str).encode()
 
     @classmethod
@@ -82,10 +81,16 @@ class Record:
         Fields this version does not know (written by a later one) are ignored.
         """
         data = json.loads(raw)
-        known = {f.name for f in fields(cls)} - set(_NOT_IN_BODY)
+        known = _body_fields()
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = Status(values["status"])
         return cls(**values, etag=etag, **beside)
+
+
+@functools.cache
+def _body_fields() -> tuple[str, ...]:
+    """The record's fields its JSON body holds, in declaration order."""
+    return tuple(f.name for f in fields(Record) if f.name not in _NOT_IN_BODY)
 
 
 class RecordStore(ABC):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import azure.functions as func
@@ -98,6 +99,27 @@ def test_a_live_run_keeps_its_key_past_its_timeout_by_heartbeat(storage_env: str
     holder.complete("done")
     assert not holder.lost.is_set()
     assert rival.begin().decision == Decision.STORED
+
+
+def test_a_run_starts_its_heartbeat_thread_only_when_its_first_beat_is_due(
+    storage_env: str,
+) -> None:
+    def beating(key: str) -> bool:
+        return any(t.name == f"once-heartbeat-{key}" for t in threading.enumerate())
+
+    short = _claim("beat-short", timeout=30.0)  # first beat due in 10 s
+    assert not beating("beat-short")  # a run ending before then never starts one
+    short.complete("done")
+    holder = _claim("beat-long", timeout=1.5)
+    record = BlobRecordStore().get("beat-long")
+    assert record is not None
+    deadline = time.monotonic() + 10.0
+    while BlobRecordStore().get("beat-long").etag == record.etag:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "no beat within 10 s"
+        time.sleep(0.05)
+    assert beating("beat-long")  # the first beat came from the run's own thread
+    holder.complete("done")
+    assert not beating("beat-long")
 
 
 def test_a_heartbeat_that_finds_its_record_taken_over_sets_lost(storage_env: str) -> None:
