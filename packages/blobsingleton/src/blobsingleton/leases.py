@@ -3,17 +3,19 @@
 `BaseLease` owns acquire/renew/release (a backend implements three private methods);
 `read_lock` shows a lock as anyone sees it; `install_signal_handlers` and `release_all` give
 back what a process holds when it is stopped. `TURNS_IN_A_ROW`: how many turns a process
-that asks again at once may take in a row while others wait in line.
+that asks again at once may take in a row while others wait in line; `DEFAULT_POLL_INTERVAL`:
+the mean seconds between a blocking acquire's attempts (each jittered 0.5 to 1.5 times it).
 """
 
 from blobsingleton._blob_lease import read_lock
 from blobsingleton._keep import TURNS as TURNS_IN_A_ROW
-from blobsingleton._lease import BaseLease
+from blobsingleton._lease import DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._lock_blob import LockState
 from blobsingleton._owner import Owner, instance_id
 from blobsingleton._shutdown import install_signal_handlers, release_all
 
 __all__ = [
+    "DEFAULT_POLL_INTERVAL",
     "TURNS_IN_A_ROW",
     "BaseLease",
     "LockState",
