@@ -6,10 +6,11 @@ messages as the host does (batches of 16, the next once in-flight falls to 8), g
 re-queued with a 5 s delay, as the host's deferral does (ours holds a busy delivery in its
 process first, `@once(hold_busy=...)`, so only one still busy after the hold is re-queued).
 Reported per alternative: duplicates and missing emails, enqueue->email p50/p99, queue and blob
-requests per event (counted at each client's HTTP pipeline), deferrals per event, what ours'
-per-process watcher did per event (`watcher_per_event`: first reads answered, listing pages,
-single reads, records answered from memory), wall time and its ratio to the unguarded run in the
-same invocation, and each of issue 22's targets checked (`targets_checked`).
+requests per event (counted at each client's HTTP pipeline), deferrals per event, the instances'
+CPU per event (all their threads), what ours' per-process watcher did per event
+(`watcher_per_event`: first reads answered, listing pages, single reads, records answered from
+memory), wall time and its ratio to the unguarded run in the same invocation, and each of issue
+22's targets checked (`targets_checked`).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def _instance(
 
     ready.set()
     go.wait()
+    cpu_started = time.process_time()
     flight = _InFlight()
 
     idle_sleep = 0.05
@@ -146,6 +148,7 @@ def _instance(
             "queue_requests": queue_counter.total(),
             "blob_by_method": blob_counter.by_method(),
             "watch": record_watch_stats(),
+            "cpu_s": time.process_time() - cpu_started,
         }
     )
 
@@ -224,6 +227,7 @@ def _storm(
             m: round(c / events, 2) for m, c in sorted(methods.items())
         },
         "deferrals_per_event": round(sum(r["deferrals"] for r in reports) / events, 3),
+        "client_cpu_ms_per_event": round(sum(r["cpu_s"] for r in reports) / events * 1000, 2),
         "watcher_per_event": {k: round(v / events, 2) for k, v in sorted(watched.items())},
         "wall_s": round(elapsed, 2),
         "drained": drained,

@@ -24,7 +24,9 @@ per tick, `_record_watch`) and the delivery is decided again as soon as the reco
 or when it could expire; still busy after the hold, its busy policy applies as before. Where
 a process's keys are seldom found done, a delivery creates its record without reading it
 first (`RecordStore.create_first`); a lost create race is settled by the watcher, not a
-re-read.
+re-read. Where copies of one event race (creates here keep losing), a copy does not read
+first either: it waits its rank watching the key, and the watcher's tick that covers it says
+whether another copy created the record (then it is held or answered) or it creates.
 
 No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
 the storage service's time (see `_records`), so an instance whose clock is minutes off neither
@@ -140,7 +142,9 @@ class OnceHandler:
         record = self.store.known(self.key)
         if record is not None:
             return self._decide_from(record)
-        if self.store.create_first():  # keys here are mostly new: the create says it all
+        if self.store.create_first() or self.store.create_delay(self.key) > 0:
+            # Keys here are mostly new, or copies of one event race here: the create says it
+            # all (a racing copy first waits its rank, watching, see `_decide`).
             outcome = self._decide_from(None)
         else:
             outcome = self._decide_from(self.store.read(self.key))

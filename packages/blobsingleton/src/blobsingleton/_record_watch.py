@@ -9,8 +9,8 @@ seen; 304 while nothing changed) for a lone key and for any name the listing did
 so keys without a common prefix (random ids) cost no more than reading them. A record's JSON
 travels in its blob metadata (`record`, base64; see `_blob_records`), so a listing says what
 each record now is without reading the bodies. The same ticks answer first reads arriving
-together (`read`: gathered for `GATHER_QUIET` to `GATHER_MAX` seconds) and deliveries that
-lost a create race.
+together (`read`: gathered for `GATHER_QUIET` to `GATHER_MAX` seconds), copies waiting their
+rank before creating, and deliveries that lost a create race.
 
 Pacing: a held delivery's first tick comes one typical run duration (this process's recent
 runs, `note_run`) after it starts waiting, later ones back off to `MAX_TICK`. Ticks no first
@@ -79,10 +79,11 @@ CONTENDED = 0.3
 #: The ranks of copies spread over this many run durations.
 SPREAD_RUNS = 4.0
 #: A listing asks for LIST_SLACK names per name waiting (at most PAGE_SIZE), one page per
-#: tick; names past what it covered are read one by one. Large listings cost the service
-#: (and the client's parsing) far more than their one request suggests: on Azurite a
-#: 500-name page with metadata takes as long as some 50 single reads, a 10-name one 3.
-LIST_SLACK, PAGE_SIZE, MAX_PAGES = 32, 64, 1
+#: tick; names past what it covered are read one by one. Large listings cost the service and
+#: the client far more than their one request suggests: on Azurite a 500-name page with
+#: metadata takes as long as some 50 single reads, and the client spends about an eighth of
+#: a read's CPU deserialising each listed name (a 64-name page: some 8 reads' worth).
+LIST_SLACK, PAGE_SIZE, MAX_PAGES = 8, 32, 1
 #: Fewer names than this waiting are read one by one.
 MIN_LIST = 2
 #: How long a completed record seen here answers duplicates without a request.

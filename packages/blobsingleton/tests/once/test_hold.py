@@ -200,3 +200,20 @@ def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racin
     copy.join(10)
     assert outcome[0].decision == Decision.BUSY and outcome[0].record.owner == "ranked-first"
     assert request_counter.by_method().get("PUT") == 1  # only the first copy's create
+
+
+def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
+    storage_env: str,
+) -> None:
+    store = BlobRecordStore()
+    store.read("warm")
+    watch = store._watch()
+    watch._lost, watch._run_s = 1.0, 0.05  # creates here have been losing; runs take 50 ms
+    watch._completed = 1.0  # and first looks found keys done (so no create-first)
+    key = min((f"first-{i}" for i in range(200)), key=store.create_delay)  # ranked first
+    forget_known()
+    request_counter.reset()
+    outcome = OnceHandler(store, key, in_progress_timeout=60.0).begin()
+    assert outcome.decision == Decision.EXECUTE
+    # one look when its rank comes (the key still absent), then the create: no read before
+    assert request_counter.by_method() == {"GET": 1, "PUT": 1}
