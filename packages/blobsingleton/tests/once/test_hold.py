@@ -182,13 +182,19 @@ def test_a_record_deleted_here_is_no_longer_answered_from_memory(storage_env: st
     assert work(1) == 1 and runs == [1, 1]
 
 
-def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
-    storage_env: str,
-) -> None:
+def _racing_store(run_s: float) -> BlobRecordStore:
+    """A store whose process has seen its creates keep losing, its runs taking `run_s`."""
     store = BlobRecordStore()
     store.read("warm")
     watch = store._watch()
-    watch._lost, watch._run_s = 1.0, 0.5  # creates here have been losing; runs take 0.5 s
+    watch._lost, watch._run_s = 1.0, run_s
+    return store
+
+
+def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
+    storage_env: str,
+) -> None:
+    store = _racing_store(0.5)
     key = next(k for k in (f"ranked-{i}" for i in range(200)) if store.create_delay(k) > 1.0)
     assert store.create_delay(key) == store.create_delay(key) <= 4 * 0.5  # a fixed rank
     handler = OnceHandler(store, key, in_progress_timeout=60.0)
@@ -205,11 +211,8 @@ def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racin
 def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
     storage_env: str,
 ) -> None:
-    store = BlobRecordStore()
-    store.read("warm")
-    watch = store._watch()
-    watch._lost, watch._run_s = 1.0, 0.05  # creates here have been losing; runs take 50 ms
-    watch._completed = 1.0  # and first looks found keys done (so no create-first)
+    store = _racing_store(0.05)
+    store._watch()._completed = 1.0  # first looks found keys done (so no create-first)
     key = min((f"first-{i}" for i in range(200)), key=store.create_delay)  # ranked first
     forget_known()
     request_counter.reset()
