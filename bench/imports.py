@@ -85,6 +85,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e-budget-s", type=float, default=60.0,
                         help="IMPORT_INVOCATION_BUDGET_S of the --kill run")  # fmt: skip
     parser.add_argument("--e2e-instances", type=int, default=2)
+    parser.add_argument("--e2e-timeout-s", type=float, default=3600.0,
+                        help="give up on the --kill run after this long")  # fmt: skip
 
 
 def _members(count: int, prefix: str) -> list[Member]:
@@ -398,7 +400,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             result["end_to_end_killed"] = [
                 run_one(kind, args.e2e_rows, instances=args.e2e_instances,
-                        chunk_records=args.e2e_chunk_records, budget_s=args.e2e_budget_s)
+                        chunk_records=args.e2e_chunk_records, budget_s=args.e2e_budget_s,
+                        timeout=float(option("e2e_timeout_s", 3600.0)))
                 for kind in str(args.e2e_kinds).split(",") if kind.strip()
             ]  # fmt: skip
         elif args.e2e_rows:
