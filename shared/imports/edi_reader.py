@@ -40,6 +40,8 @@ from typing import Any, Protocol
 
 import pyx12.error_handler
 import pyx12.errors
+import pyx12.map_walker
+import pyx12.nodeCounter
 import pyx12.params
 import pyx12.path
 import pyx12.segment
@@ -121,9 +123,69 @@ def _parse_refdes(self: Any, ref_des: str) -> tuple[int | None, int | None]:
     return ele, sub
 
 
-# Installed once for the process; both keep pyx12's results (see their docstrings).
+@functools.lru_cache(maxsize=1024)
+def _path_text(path: str) -> str:
+    return pyx12.path.X12Path(path).format()
+
+
+_TEXT = "_imports_text"  # where a map node's X12Path keeps its formatted text
+
+
+def _text_of(xpath: str | pyx12.path.X12Path) -> str:
+    """An X12Path's text (what pyx12's `X12Path.__hash__` formats on every dict lookup),
+    formatted once per path: the walker passes the map nodes' own paths, which it never
+    changes, or path strings."""
+    if isinstance(xpath, str):
+        return _path_text(xpath)
+    text = xpath.__dict__.get(_TEXT)
+    if text is None:
+        text = xpath.format()
+        setattr(xpath, _TEXT, text)
+    return str(text)
+
+
+class _NodeCounter(pyx12.nodeCounter.NodeCounter):
+    """pyx12's loop and segment counter (how many times each loop and segment has repeated
+    where the walker is: max repeats, required loops), keyed by the path's text instead of
+    an X12Path, which hashes by formatting itself: same counts, same resets."""
+
+    def __init__(self, initialCounts: Any = None) -> None:
+        self._counts: dict[str, int] = {}
+        for key, count in (initialCounts or {}).items():
+            self._counts[_text_of(key)] = count
+
+    def reset_to_node(self, xpath: str | pyx12.path.X12Path) -> None:
+        """Forget the counts of every path below `xpath` (X12Path.is_child_path's test)."""
+        root = _text_of(xpath).split("/")
+        size = len(root)
+        for key in [k for k in self._counts if _is_below(root, size, k)]:
+            del self._counts[key]
+
+    def increment(self, xpath: str | pyx12.path.X12Path) -> None:
+        key = _text_of(xpath)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def setCount(self, xpath: str | pyx12.path.X12Path, ct: int) -> None:
+        self._counts[_text_of(xpath)] = ct
+
+    def get_count(self, xpath: str | pyx12.path.X12Path) -> int:
+        return self._counts.get(_text_of(xpath), 0)
+
+    def getState(self) -> Any:
+        from collections import OrderedDict
+
+        return OrderedDict((pyx12.path.X12Path(k), v) for k, v in self._counts.items())
+
+
+def _is_below(root: list[str], size: int, key: str) -> bool:
+    child = key.split("/")
+    return len(child) > size and child[:size] == root
+
+
+# Installed once for the process; each keeps pyx12's results (see their docstrings).
 pyx12.x12context.apply_segment_errors = _validate_segment  # type: ignore[assignment]
 pyx12.segment.Segment._parse_refdes = _parse_refdes  # type: ignore[method-assign]
+pyx12.map_walker.NodeCounter = _NodeCounter  # type: ignore[misc]
 
 
 def _drain(errh: pyx12.error_handler.errh_list) -> tuple[list[str], list[str]]:
