@@ -1,4 +1,5 @@
-"""The end-to-end import check reads the table itself, range by range (bench/import_e2e.py)."""
+"""The end-to-end import check reads the table itself, range by range (bench/import_e2e.py);
+the 834 profile (bench/import_profile.py) runs."""
 
 from __future__ import annotations
 
@@ -45,3 +46,14 @@ def test_the_range_reads_find_every_row_once_including_rows_no_one_expected(
     assert adds == {**{m.member_id: 1 for m in expected}, expected[3].member_id: 2, "ZZ": 1}
     assert stats["member_range_queries"] == 23 // 4 + 2
     assert stats["event_range_queries"] > 3
+
+
+def test_the_834_profile_imports_every_member(
+    bench_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import import_profile
+
+    monkeypatch.setenv("LEASE_CONTAINER", "locks")  # put back afterwards; main sets it
+    monkeypatch.setattr("sys.argv", ["import_profile", "30"])
+    import_profile.main()
+    assert "members=30 imported=30 invocations=1" in capsys.readouterr().out
