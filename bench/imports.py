@@ -54,6 +54,7 @@ TARGETS = {
     "peak_rss_growth_ratio": 1.25,
 }
 RUN = date(2026, 11, 22)
+KEEP_ALIVE_S = 120
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -381,7 +382,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "csv": [int(x) for x in str(option("memory_rows", "")).split(",") if x.strip()],
         "834": [int(x) for x in str(option("memory_834_rows", "")).split(",") if x.strip()],
     }
-    with azurite_storage(in_memory=True) as connection:
+    # idle connections kept 120 s, not Azurite's 5: on a loaded machine a lane idle for 5 s
+    # met the emulator closing it, and a reset $batch (a POST) is not retried
+    with azurite_storage(in_memory=True, keep_alive_s=KEEP_ALIVE_S) as connection:
         os.environ["IMPORTS_CONTAINER"] = "bench-imports"
         os.environ["MEMBERS_TABLE"] = "BenchMembers"
         os.environ["LEASE_CONTAINER"] = "bench-locks"
