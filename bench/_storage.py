@@ -20,16 +20,17 @@ SHARED = "BENCH_AZURITE"
 
 
 @contextlib.contextmanager
-def azurite_storage(*, in_memory: bool = False) -> Iterator[str]:
+def azurite_storage(*, in_memory: bool = False, keep_alive_s: int | None = None) -> Iterator[str]:
     """Point AzureWebJobsStorage at the run's Azurite for the block; yields its connection.
 
-    `in_memory`: an Azurite of its own started here keeps its data in memory only."""
+    `in_memory`: an Azurite of its own started here keeps its data in memory only;
+    `keep_alive_s`: how long it keeps an idle connection open (`services.azurite`)."""
     shared = os.environ.get(SHARED)
     if shared:
         os.environ["AzureWebJobsStorage"] = shared
         yield shared
         return
-    with services.azurite(in_memory=in_memory) as azurite:
+    with services.azurite(in_memory=in_memory, keep_alive_s=keep_alive_s) as azurite:
         os.environ["AzureWebJobsStorage"] = azurite.connection_string
         yield azurite.connection_string
 

@@ -54,6 +54,7 @@ TARGETS = {
     "peak_rss_growth_ratio": 1.25,
 }
 RUN = date(2026, 11, 22)
+KEEP_ALIVE_S = 120
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +86,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e-budget-s", type=float, default=60.0,
                         help="IMPORT_INVOCATION_BUDGET_S of the --kill run")  # fmt: skip
     parser.add_argument("--e2e-instances", type=int, default=2)
+    parser.add_argument("--e2e-timeout-s", type=float, default=3600.0,
+                        help="give up on the --kill run after this long")  # fmt: skip
 
 
 def _members(count: int, prefix: str) -> list[Member]:
@@ -379,7 +382,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "csv": [int(x) for x in str(option("memory_rows", "")).split(",") if x.strip()],
         "834": [int(x) for x in str(option("memory_834_rows", "")).split(",") if x.strip()],
     }
-    with azurite_storage(in_memory=True) as connection:
+    # idle connections kept 120 s, not Azurite's 5: on a loaded machine a lane idle for 5 s
+    # met the emulator closing it, and a reset $batch (a POST) is not retried
+    with azurite_storage(in_memory=True, keep_alive_s=KEEP_ALIVE_S) as connection:
         os.environ["IMPORTS_CONTAINER"] = "bench-imports"
         os.environ["MEMBERS_TABLE"] = "BenchMembers"
         os.environ["LEASE_CONTAINER"] = "bench-locks"
@@ -398,7 +403,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             result["end_to_end_killed"] = [
                 run_one(kind, args.e2e_rows, instances=args.e2e_instances,
-                        chunk_records=args.e2e_chunk_records, budget_s=args.e2e_budget_s)
+                        chunk_records=args.e2e_chunk_records, budget_s=args.e2e_budget_s,
+                        timeout=float(option("e2e_timeout_s", 3600.0)))
                 for kind in str(args.e2e_kinds).split(",") if kind.strip()
             ]  # fmt: skip
         elif args.e2e_rows:

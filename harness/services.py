@@ -109,6 +109,7 @@ def azurite(
     oauth_tls: tuple[Path, Path] | None = None,
     ports: tuple[int, int, int] | None = None,
     in_memory: bool = False,
+    keep_alive_s: int | None = None,
 ) -> Iterator[Azurite]:
     """Run Azurite on free ports until the block ends; its data lives in a temporary folder.
 
@@ -118,7 +119,10 @@ def azurite(
 
     `oauth_tls=(certificate, key)`: serve HTTPS and accept only bearer tokens (`--oauth
     basic`: issuer, audience and lifetime are checked, not the signature), as an account with
-    shared-key access disabled would. `ports=(blob, queue, table)` and `data_dir` bring a
+    shared-key access disabled would. `keep_alive_s`: how long an idle client connection is
+    kept open (Azurite's default is 5 s, against minutes in front of a real account: a
+    client reusing a connection the emulator is closing at that moment gets a reset, which
+    a POST such as a $batch does not retry). `ports=(blob, queue, table)` and `data_dir` bring a
     stopped Azurite back where its clients expect it, with its data (the chaos run's restart).
     """
     own_dir = data_dir is None
@@ -138,6 +142,9 @@ def azurite(
         "--queueHost", "127.0.0.1", "--queuePort", str(ports_used.queue_port),
         "--tableHost", "127.0.0.1", "--tablePort", str(ports_used.table_port),
     ]  # fmt: skip
+    if keep_alive_s is not None:
+        for service in ("blob", "queue", "table"):
+            args += [f"--{service}KeepAliveTimeout", str(keep_alive_s)]
     if oauth_tls:
         args += ["--oauth", "basic", "--cert", str(oauth_tls[0]), "--key", str(oauth_tls[1])]
     with open(log, "wb") as out:

@@ -26,10 +26,18 @@ as an X12 acknowledgment would reject the transaction set. Only an intact file g
 second pass, `read_834`, where a member loop with any pyx12 error is rejected on its own.
 pyx12 messages can quote element values (a birth date), so quoted values are masked.
 Records carry the segment number of their INS and the physical line it starts on.
+
+Speed (pyx12 is most of an 834's import time): the envelope pass does not run pyx12's element
+validation on segments inside member loops, whose errors it discards anyway (the members
+pass runs it on every segment); and three pyx12 internals are replaced, process-wide, by
+versions that give the same results faster (`_validate_segment`, `_parse_refdes`, and
+`_NodeCounter`, its loop counter keyed by path text). tests/imports/test_834_fast_paths.py
+checks both passes against pyx12's own code on good and broken files.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -39,7 +47,11 @@ from typing import Any, Protocol
 
 import pyx12.error_handler
 import pyx12.errors
+import pyx12.map_walker
+import pyx12.nodeCounter
 import pyx12.params
+import pyx12.path
+import pyx12.segment
 import pyx12.x12context
 
 from shared.imports.records import Change, Coverage, CoverageChange, SourceFileError, SourceRecord
@@ -75,6 +87,114 @@ def _mask(message: str, value: object) -> str:
     return message
 
 
+#: The member loop's id in the 834 maps (005010X220A1 and 004010X095A1): every segment from
+#: an INS to the next INS or SE is in it or in one of its child loops.
+_MEMBER_LOOP = "2000"
+
+
+class _EnvelopeErrors(pyx12.error_handler.errh_list):
+    """The error list of the envelope pass (`scan_envelope`). That pass discards errors of
+    segments inside member loops (the members pass validates and rejects each loop on its
+    own), so pyx12's element validation is not run on them there: see
+    `_validate_segment`. Loop structure (the map walk: which loop a segment opens, segment
+    and loop counts, usage) is still checked on every segment."""
+
+
+_validate_every_segment = pyx12.x12context.apply_segment_errors
+
+
+def _validate_segment(node: Any, seg_data: Any, errh: Any) -> bool:
+    """pyx12's per-segment element validation (`apply_segment_errors`), skipped only for a
+    segment in a member loop read by the envelope pass (whose errors it discards)."""
+    if isinstance(errh, _EnvelopeErrors) and _MEMBER_LOOP in node.x12path.loop_list:
+        return True
+    return bool(_validate_every_segment(node, seg_data, errh))
+
+
+@functools.lru_cache(maxsize=1024)
+def _refdes(ref_des: str) -> tuple[str | None, int | None, int | None]:
+    path = pyx12.path.X12Path(ref_des)
+    ele = path.ele_idx - 1 if path.ele_idx is not None else None
+    sub = path.subele_idx - 1 if path.subele_idx is not None else None
+    return path.seg_id, ele, sub
+
+
+def _parse_refdes(self: Any, ref_des: str) -> tuple[int | None, int | None]:
+    """`Segment._parse_refdes` with the reference designator's parse cached: pyx12 parses
+    the same few designators ("03", "DTP02") millions of times in a large file."""
+    seg_id, ele, sub = _refdes(ref_des)
+    if seg_id is not None and seg_id != self.seg_id:
+        raise pyx12.errors.EngineError(
+            f"Invalid Reference Designator: {ref_des}, seg_id: {self.seg_id}"
+        )
+    return ele, sub
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_text(path: str) -> str:
+    return pyx12.path.X12Path(path).format()
+
+
+_TEXT = "_imports_text"  # where a map node's X12Path keeps its formatted text
+
+
+def _text_of(xpath: str | pyx12.path.X12Path) -> str:
+    """An X12Path's text (what pyx12's `X12Path.__hash__` formats on every dict lookup),
+    formatted once per path: the walker passes the map nodes' own paths, which it never
+    changes, or path strings."""
+    if isinstance(xpath, str):
+        return _path_text(xpath)
+    text = xpath.__dict__.get(_TEXT)
+    if text is None:
+        text = xpath.format()
+        setattr(xpath, _TEXT, text)
+    return str(text)
+
+
+class _NodeCounter(pyx12.nodeCounter.NodeCounter):
+    """pyx12's loop and segment counter (how many times each loop and segment has repeated
+    where the walker is: max repeats, required loops), keyed by the path's text instead of
+    an X12Path, which hashes by formatting itself: same counts, same resets."""
+
+    def __init__(self, initialCounts: Any = None) -> None:
+        self._counts: dict[str, int] = {}
+        for key, count in (initialCounts or {}).items():
+            self._counts[_text_of(key)] = count
+
+    def reset_to_node(self, xpath: str | pyx12.path.X12Path) -> None:
+        """Forget the counts of every path below `xpath` (X12Path.is_child_path's test)."""
+        root = _text_of(xpath).split("/")
+        size = len(root)
+        for key in [k for k in self._counts if _is_below(root, size, k)]:
+            del self._counts[key]
+
+    def increment(self, xpath: str | pyx12.path.X12Path) -> None:
+        key = _text_of(xpath)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def setCount(self, xpath: str | pyx12.path.X12Path, ct: int) -> None:
+        self._counts[_text_of(xpath)] = ct
+
+    def get_count(self, xpath: str | pyx12.path.X12Path) -> int:
+        return self._counts.get(_text_of(xpath), 0)
+
+    def getState(self) -> Any:
+        from collections import OrderedDict
+
+        return OrderedDict((pyx12.path.X12Path(k), v) for k, v in self._counts.items())
+
+
+def _is_below(root: list[str], size: int, key: str) -> bool:
+    child = key.split("/")
+    return len(child) > size and child[:size] == root
+
+
+# Installed once for the process; each keeps pyx12's results (see their docstrings).
+pyx12.x12context.apply_segment_errors = _validate_segment  # type: ignore[assignment]
+pyx12.segment.Segment._parse_refdes = _parse_refdes  # type: ignore[method-assign]
+pyx12.map_walker.NodeCounter = _NodeCounter  # type: ignore[misc]
+
+
 def _drain(errh: pyx12.error_handler.errh_list) -> tuple[list[str], list[str]]:
     """(envelope-level errors, segment/element errors) collected since the last drain."""
     envelope = [f"{code}: {text}" for code, text in errh.err_isa + errh.err_gs + errh.err_st]
@@ -105,8 +225,13 @@ def _segments(
     envelope_errors: list[str],
     lines: _LineIndex | None = None,
     resume: dict[str, Any] | None = None,
+    *,
+    envelope_only: bool = False,
 ) -> Iterator[_Segment]:
     """pyx12's segments with their own errors; envelope errors are appended as they appear.
+
+    `envelope_only` (the envelope pass): segments inside member loops come without their
+    element errors and text (that pass uses neither; see `_EnvelopeErrors`).
 
     `resume`: a resume point (`_LineIndex.resume_point`); `stream` then starts at its byte
     offset. Its header segments (ISA, GS, ST and the set's header) are replayed in front,
@@ -126,7 +251,7 @@ def _segments(
         prefix = "".join(resume["prefix"])
         source = _Prefixed(prefix, stream, lines, feed_prefix=False)
         replay = len(resume["prefix"])
-    errh = pyx12.error_handler.errh_list()
+    errh = _EnvelopeErrors() if envelope_only else pyx12.error_handler.errh_list()
     params = pyx12.params.params()
     try:
         reader = pyx12.x12context.X12ContextReader(params, errh, source)
@@ -144,14 +269,17 @@ def _segments(
             envelope, errors = _drain(errh)
             envelope_errors.extend(envelope)
             seg = node.seg_data
-            text = seg.format() if seg is not None else ""
+            map_node = node.x12_map_node
+            skip = envelope_only and map_node is not None and _MEMBER_LOOP in (
+                map_node.x12path.loop_list)  # fmt: skip
+            text = seg.format() if seg is not None and not skip else ""
             if has_undecodable(text):
                 errors.append("segment is not valid UTF-8")
             yield _Segment(
                 seg_id=seg.get_seg_id() if seg is not None else "",
                 number=int(node.cur_line_number or 0),
                 text=text,
-                path=node.x12_map_node.get_path() if node.x12_map_node is not None else "",
+                path=map_node.get_path() if map_node is not None else "",
                 data=seg,
                 errors=errors,
                 replayed=replay > 0,
@@ -363,7 +491,7 @@ def scan_envelope(
     in_member = False
     header = _Header()
     lines = _LineIndex(resume)
-    for seg in _segments(stream, problems, lines, resume):
+    for seg in _segments(stream, problems, lines, resume, envelope_only=True):
         if seg.seg_id == "INS" and not seg.replayed and stop is not None and stop():
             prefix = header.prefix()
             point = lines.resume_point(seg.number, prefix) if prefix else None
