@@ -92,7 +92,7 @@ def _mask(message: str, value: object) -> str:
 _MEMBER_LOOP = "2000"
 
 
-class _EnvelopeErrors(pyx12.error_handler.errh_list):
+class _EnvelopeErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
     """The error list of the envelope pass (`scan_envelope`). That pass discards errors of
     segments inside member loops (the members pass validates and rejects each loop on its
     own), so pyx12's element validation is not run on them there: see
@@ -132,7 +132,7 @@ def _parse_refdes(self: Any, ref_des: str) -> tuple[int | None, int | None]:
 
 @functools.lru_cache(maxsize=1024)
 def _path_text(path: str) -> str:
-    return pyx12.path.X12Path(path).format()
+    return str(pyx12.path.X12Path(path).format())
 
 
 _TEXT = "_imports_text"  # where a map node's X12Path keeps its formatted text
@@ -151,7 +151,7 @@ def _text_of(xpath: str | pyx12.path.X12Path) -> str:
     return str(text)
 
 
-class _NodeCounter(pyx12.nodeCounter.NodeCounter):
+class _NodeCounter(pyx12.nodeCounter.NodeCounter):  # type: ignore[misc]
     """pyx12's loop and segment counter (how many times each loop and segment has repeated
     where the walker is: max repeats, required loops), keyed by the path's text instead of
     an X12Path, which hashes by formatting itself: same counts, same resets."""
@@ -190,9 +190,9 @@ def _is_below(root: list[str], size: int, key: str) -> bool:
 
 
 # Installed once for the process; each keeps pyx12's results (see their docstrings).
-pyx12.x12context.apply_segment_errors = _validate_segment  # type: ignore[assignment]
-pyx12.segment.Segment._parse_refdes = _parse_refdes  # type: ignore[method-assign]
-pyx12.map_walker.NodeCounter = _NodeCounter  # type: ignore[misc]
+pyx12.x12context.apply_segment_errors = _validate_segment
+pyx12.segment.Segment._parse_refdes = _parse_refdes
+pyx12.map_walker.NodeCounter = _NodeCounter
 
 
 def _drain(errh: pyx12.error_handler.errh_list) -> tuple[list[str], list[str]]:
