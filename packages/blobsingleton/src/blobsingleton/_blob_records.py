@@ -95,6 +95,10 @@ class BlobRecordStore(RecordStore):
         self.namespace = resolve_namespace(namespace)
         self._clients: dict[str, BlobClient] = {}
         self._clients_lock = threading.Lock()
+        self._watcher: RecordWatch | None = None
+        #: The namespace's identity among processes' caches (a client formats its URL anew
+        #: on every read of `url`).
+        self._since_key = (self._container.url, self._container.container_name, self.namespace)
 
     def _blob(self, key: str) -> BlobClient:
         """The key's blob client, kept for the last `_KEPT_CLIENTS` keys: building one costs
@@ -120,7 +124,9 @@ class BlobRecordStore(RecordStore):
     can_watch = True
 
     def _watch(self) -> RecordWatch:
-        return watch_for(self._container, self.namespace, self._read_key)
+        if self._watcher is None:
+            self._watcher = watch_for(self._container, self.namespace, self._read_key)
+        return self._watcher
 
     def _read_key(self, key: str) -> Record | None:
         return self._read(self._blob(key))[0]
@@ -219,7 +225,7 @@ class BlobRecordStore(RecordStore):
 
     def _namespace_began(self) -> float | None:
         """When this namespace began, if there were 0.2 records then; None if there were none."""
-        cache_key = (self._container.url, self._container.container_name, self.namespace)
+        cache_key = self._since_key
         with _since_lock:
             if cache_key in _since:
                 return _since[cache_key]

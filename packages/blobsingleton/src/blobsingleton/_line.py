@@ -34,9 +34,9 @@ from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+from blobsingleton._listing import list_all
 from blobsingleton._storage import (
     TIME_RESOLUTION,
-    ServiceTime,
     create_container_quietly,
     epoch,
     error_code,
@@ -82,18 +82,16 @@ class WaitingLine:
 
     def live(self) -> list[Entry]:
         """The live entries in ticket order (1 request per 5,000 entries)."""
-        served = ServiceTime(self._container)
         entries = []
         with unavailable_as("list line"):
-            for blob in self._container.list_blobs(name_starts_with=self._prefix,
-                                                   include=["metadata"],
-                                                   raw_response_hook=served):  # fmt: skip
-                refreshed = epoch(blob.last_modified) or 0.0
-                now = served.at if served.at is not None else refreshed
-                if now - refreshed > self.period + TIME_RESOLUTION:
-                    continue  # its waiter stopped refreshing: gone
-                ticket = int(blob.name[len(self._prefix) :])
-                entries.append(Entry(ticket, (blob.metadata or {}).get("lease_id", ""), refreshed))
+            listed, served_at = list_all(self._container, self._prefix)
+        for blob in listed:
+            refreshed = epoch(blob.last_modified) or 0.0
+            now = served_at if served_at is not None else refreshed
+            if now - refreshed > self.period + TIME_RESOLUTION:
+                continue  # its waiter stopped refreshing: gone
+            ticket = int(blob.name[len(self._prefix) :])
+            entries.append(Entry(ticket, blob.metadata.get("lease_id", ""), refreshed))
         return sorted(entries, key=lambda e: e.ticket)
 
     def _entry(self, ticket: int) -> Any:

@@ -49,6 +49,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton._invocation import thread_target
+from blobsingleton._listing import list_page
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import TIME_RESOLUTION, ServiceTime, epoch, error_code
@@ -70,7 +71,7 @@ MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
 BACKOFF = 1.5
 #: Watch ticks one waiting delivery pays for, and how many a process may save up.
-TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
+TICKS_PER_WAIT, MAX_TOKENS = 0.25, 4.0
 #: Below this share of first looks finding the key completed, a delivery creates its record
 #: without reading first (the create's answer says whether it existed).
 CREATE_FIRST_BELOW = 0.5
@@ -376,34 +377,27 @@ class RecordWatch:
     def _list(self, prefix: str, last: str, states: dict[str, _State], page_size: int) -> str:
         """List `prefix` until `last` is covered (or MAX_PAGES); returns the highest name
         covered. Every listed name gets its state; a name not listed up to there is absent."""
-        served = ServiceTime(self._container)
-        pages: Any = self._container.list_blobs(
-            name_starts_with=prefix,
-            include=["metadata"],
-            results_per_page=page_size,
-            raw_response_hook=served,
-        ).by_page()
-        covered = ""
+        covered, marker = "", None
         for _ in range(MAX_PAGES):
             self.requests += 1
             self.stats["list_pages"] += 1
             try:
-                page = list(next(pages))
-            except StopIteration:
-                return "\uffff"
+                page = list_page(self._container, prefix, page_size, marker)
             except HttpResponseError as error:
                 if error_code(error) == "ContainerNotFound":
                     return "\uffff"
                 raise
-            for item in page:
+            for item in page.items:
                 etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
-                record = record_from_metadata(item.metadata, etag, item.last_modified, served.at)
+                record = record_from_metadata(item.metadata, etag, item.last_modified,
+                                              page.served_at)  # fmt: skip
                 states[item.name] = _State(True, etag, record)
                 if record is not None and record.status == Status.COMPLETED:
                     self.remember(item.name, record)
-            if not pages.continuation_token:
+            if not page.next_marker:
                 return "\uffff"
-            covered = page[-1].name if page else covered
+            marker = page.next_marker
+            covered = page.items[-1].name if page.items else covered
             if covered >= last:
                 break
         return covered

@@ -1,0 +1,117 @@
+"""The library's own List Blobs page (`_listing`) against Azurite: the same answer as the SDK's
+`list_blobs`, page by page, for awkward names and metadata, through shared-key and SAS
+clients; the SDK's errors; one counted request per page; the SDK's listing where the client's
+pipeline is not reachable."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from azure.core.exceptions import HttpResponseError
+from azure.storage.blob import ContainerClient, ContainerSasPermissions, generate_container_sas
+from blobsingleton._listing import Listed, _parse, _sdk_page, list_all, list_page
+from libsupport import ACCOUNT, KEY, blob_service, request_counter
+
+NAMES = [
+    "ns/plain", "ns/with space", "ns/amp&lt<gt>", "ns/per%cent+plus", "ns/ünïcode-名前",
+    "ns/deep/er/still", "ns/quote'\"", "ns/z-last", "other/outside",
+]  # fmt: skip
+
+
+@pytest.fixture
+def container(storage_env: str) -> Any:
+    client = blob_service().get_container_client(f"listing-{uuid.uuid4().hex[:10]}")
+    client.create_container()
+    for i, name in enumerate(NAMES):
+        metadata = {"record": f"eyJ{i}", "ttl": str(60 * i)} if i % 2 == 0 else {}
+        client.upload_blob(name, b"x", metadata=metadata)
+    return client
+
+
+def _pages(lister: Any, container: Any, prefix: str, size: int) -> list[list[Listed]]:
+    pages, marker = [], None
+    while True:
+        page = lister(container, prefix, size, marker)
+        pages.append(page.items)
+        assert page.served_at is not None
+        if not page.next_marker:
+            return pages
+        marker = page.next_marker
+
+
+def test_a_page_is_what_the_sdks_listing_says_page_by_page(container: Any) -> None:
+    ours = _pages(list_page, container, "ns/", 3)
+    sdk = _pages(_sdk_page, container, "ns/", 3)
+    assert ours == sdk
+    assert [len(p) for p in ours] == [3, 3, 2]
+    listed = {item.name: item for page in ours for item in page}
+    assert set(listed) == {n for n in NAMES if n.startswith("ns/")}
+    assert listed["ns/plain"].metadata == {"record": "eyJ0", "ttl": "0"}
+    assert listed["ns/with space"].metadata == {}
+    assert all(item.etag and item.last_modified for item in listed.values())
+
+
+def test_a_sas_client_lists_the_same(container: Any) -> None:
+    sas = generate_container_sas(
+        ACCOUNT, container.container_name, account_key=KEY,
+        permission=ContainerSasPermissions(list=True, read=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    with_sas = ContainerClient.from_container_url(container.url, credential=sas)
+    assert "sig=" in with_sas.url  # the listing's parameters join the SAS's query
+    assert list_all(with_sas, "ns/", 4)[0] == list_all(container, "ns/", 4)[0]
+
+
+def test_a_missing_container_is_the_sdks_error(storage_env: str) -> None:
+    missing = blob_service().get_container_client(f"missing-{uuid.uuid4().hex[:10]}")
+    for lister in (list_page, _sdk_page):
+        with pytest.raises(HttpResponseError) as raised:
+            lister(missing, "ns/", 5, None)
+        assert raised.value.status_code == 404
+        assert getattr(raised.value, "error_code", None) == "ContainerNotFound"
+
+
+def test_a_page_is_one_request(container: Any) -> None:
+    request_counter.reset()
+    page = list_page(container, "ns/", 100)
+    assert len(page.items) == 8 and page.next_marker is None
+    assert request_counter.by_method() == {"GET": 1}
+
+
+class _Wrapped:
+    """A stand-in for a ContainerClient that offers only its public methods."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.listings = 0
+
+    def list_blobs(self, **options: Any) -> Any:
+        self.listings += 1
+        return self._inner.list_blobs(**options)
+
+
+def test_without_the_clients_pipeline_the_sdks_listing_answers(container: Any) -> None:
+    wrapped = _Wrapped(container)
+    assert list_all(wrapped, "ns/", 5)[0] == list_all(container, "ns/", 5)[0]
+    assert wrapped.listings == 2
+
+
+def test_names_the_service_percent_encodes_are_decoded() -> None:
+    # Names with characters XML cannot carry come back percent-encoded with Encoded="true"
+    # (List Blobs, versions 2020-04-08 and later).
+    body = (
+        b'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs><Blob>'
+        b'<Name Encoded="true">ns%2Fbell%07</Name><Properties>'
+        b"<Last-Modified>Tue, 24 Nov 2026 05:00:00 GMT</Last-Modified><Etag>0x8D1</Etag>"
+        b"</Properties><Metadata><record>abc</record></Metadata></Blob></Blobs>"
+        b"<NextMarker /></EnumerationResults>"
+    )
+    page = _parse(body, "Tue, 24 Nov 2026 05:00:01 GMT")
+    assert page.items == [
+        Listed("ns/bell\x07", "0x8D1", datetime(2026, 11, 24, 5, tzinfo=UTC), {"record": "abc"})
+    ]
+    assert page.next_marker is None
+    assert page.served_at == datetime(2026, 11, 24, 5, 0, 1, tzinfo=UTC).timestamp()
