@@ -106,7 +106,7 @@ def _error(response: Any) -> HttpResponseError:
 
 
 def _parse(body: bytes, date: str | None) -> Page:
-    root = ElementTree.fromstring(body)  # nosec B314 (see the import)
+    root = ElementTree.fromstring(body)  # nosec B314
     items = []
     for blob in root.iter("Blob"):
         name_element = blob.find("Name")
