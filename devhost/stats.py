@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 
 class WorkerStats:
-    """Thread-safe counts of invocations, outcomes, poisoned messages and in-flight work."""
+    """Thread-safe counts of invocations, outcomes, poisoned messages and in-flight work, and
+    when the last invocation ended."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -18,6 +20,8 @@ class WorkerStats:
         self.failures: Counter[str] = Counter()
         self.poisoned: Counter[str] = Counter()
         self._in_flight = 0
+        #: When the last invocation ended (epoch seconds; None before any did).
+        self.last_finished_at: float | None = None
 
     def started(self, function: str) -> None:
         with self._lock:
@@ -28,6 +32,7 @@ class WorkerStats:
         with self._lock:
             (self.successes if ok else self.failures)[function] += 1
             self._in_flight -= 1
+            self.last_finished_at = time.time()
             if self._in_flight == 0:
                 self._idle.notify_all()
 
@@ -53,4 +58,5 @@ class WorkerStats:
                 "failures": dict(self.failures),
                 "poisoned": dict(self.poisoned),
                 "in_flight": self._in_flight,
+                "last_finished_at": self.last_finished_at,
             }

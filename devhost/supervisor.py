@@ -106,6 +106,8 @@ class Totals:
     app_storage_requests: int
     #: Of the app's requests, those sent by the blob SDK.
     app_blob_requests: int = 0
+    #: When the last invocation of any instance ended (epoch seconds; None before any did).
+    last_finished_at: float | None = None
 
     @property
     def total_invocations(self) -> int:
@@ -134,6 +136,7 @@ def sum_reports(reports: list[dict[str, Any]]) -> Totals:
     successes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     poisoned = in_flight = host = app = blob = 0
+    ended = [r["last_finished_at"] for r in reports if r.get("last_finished_at") is not None]
     for report in reports:
         invocations.update(report.get("invocations", {}))
         successes.update(report.get("successes", {}))
@@ -144,8 +147,9 @@ def sum_reports(reports: list[dict[str, Any]]) -> Totals:
         app += report.get("app_storage_requests", 0)
         blob += report.get("app_blob_requests", 0)
     return Totals(
-        dict(invocations), dict(successes), dict(failures), poisoned, in_flight, host, app, blob
-    )
+        dict(invocations), dict(successes), dict(failures), poisoned, in_flight, host, app, blob,
+        max(ended) if ended else None,
+    )  # fmt: skip
 
 
 class Supervisor:

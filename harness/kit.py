@@ -264,7 +264,8 @@ def wait_until_drained(
 
 @dataclass
 class RunResult:
-    """What running the instances produced: totals, elapsed time, whether the queues drained."""
+    """What running the instances produced: totals, the time from the start until the last
+    invocation ended (once drained), whether the queues drained."""
 
     totals: Totals
     elapsed_s: float
@@ -337,7 +338,7 @@ def run_until_drained(
     to drain, stop the instances and collect their stats. `watch` is told the supervisor as
     soon as the instances run (a progress display follows it)."""
     with running(options, app_settings) as supervisor:
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         if watch is not None:
             watch(supervisor)
         if while_running is not None:
@@ -345,4 +346,8 @@ def run_until_drained(
         remaining = max(1.0, timeout - (time.monotonic() - started))
         drained = wait_until_drained(supervisor, queues, timeout=remaining, quiet=quiet)
         elapsed = time.monotonic() - started - (quiet if drained else 0.0)
+        ended_at = supervisor.totals().last_finished_at
+        if drained and ended_at is not None:
+            # when the last invocation ended, not when the polling noticed (0.5 s steps)
+            elapsed = ended_at - started_at
     return RunResult(supervisor.totals(), max(elapsed, 0.001), drained, supervisor.reports())

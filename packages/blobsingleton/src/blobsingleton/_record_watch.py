@@ -71,7 +71,7 @@ MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
 BACKOFF = 1.5
 #: Watch ticks one waiting delivery pays for, and how many a process may save up.
-TICKS_PER_WAIT, MAX_TOKENS = 0.25, 4.0
+TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
 #: Below this share of first looks finding the key completed, a delivery creates its record
 #: without reading first (the create's answer says whether it existed).
 CREATE_FIRST_BELOW = 0.5
