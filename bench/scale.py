@@ -17,22 +17,12 @@ from typing import Any
 
 import psutil
 
-from bench._storage import azurite_storage
+from bench._storage import azurite_process, azurite_storage
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", default="1,2,4,8", help="comma-separated counts")
     parser.add_argument("--events", type=int, default=300)
-
-
-def _azurite_process() -> psutil.Process:
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if any("azurite" in part for part in child.cmdline()):
-                return child
-        except psutil.Error:
-            continue
-    raise RuntimeError("no Azurite process among this process's children")
 
 
 def _children_cpu() -> float:
@@ -64,7 +54,9 @@ def _scenario(instances: int, events: int) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     with azurite_storage():
-        azurite = _azurite_process()
+        azurite = azurite_process()
+        if azurite is None:
+            raise RuntimeError("no Azurite process among this process's children")
         for count in [int(n) for n in str(args.instances).split(",") if n.strip()]:
             azurite_before, ours_before = _cpu(azurite), _children_cpu()
             report = _scenario(count, args.events)

@@ -31,7 +31,7 @@ from azure.core.exceptions import ResourceExistsError
 from blobsingleton.testing import record_watch_stats
 
 from bench import alternatives
-from bench._storage import azurite_storage, counted_account, percentile
+from bench._storage import azurite_storage, counted_account, percentile, wait_for_idle_storage
 from devhost.host_config import QueueOptions
 from devhost.request_counting import RequestCounter
 
@@ -194,6 +194,7 @@ def _storm(
         proc.start()
     for event in ready:
         event.wait(120)
+    idle_wait = wait_for_idle_storage()  # the previous run's deletes, done
     started = time.monotonic()
 
     def enqueue(client: Any) -> None:
@@ -245,6 +246,7 @@ def _storm(
         "watcher_per_event": {k: round(v / events, 2) for k, v in sorted(watched.items())},
         "wall_s": round(elapsed, 2),
         "drained": drained,
+        "waited_for_idle_storage_s": round(idle_wait, 2),
     }
 
 
