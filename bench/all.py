@@ -30,9 +30,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 #: storms run before the large one: deleting 8,000 records and 8 queues keeps Azurite busy
 #: after the run returns, which in an earlier order landed on the next run's first alternative
 #: (ours at 1 instance: p50 0.187 s there, 0.112 s run alone, Powertools-style 0.097 s both).
-#: Each storm alternative also waits for the emulator to be idle before its clock starts
-#: (`bench._storage.wait_for_idle_storage`): the 4 x 80 comparison's six alternatives left
-#: it busy into the 1 x 300 run too (ours p50 0.169 s there, 0.094-0.102 s alone).
+#: Each storm alternative also starts only once the emulator is idle
+#: (`bench._storage.wait_for_idle_storage`, its wait in `waited_for_idle_storage_s`).
 RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "requests": ("requests", {"iterations": 20, "hold_seconds": 6.0}),
     "storm": ("storm", {"instances": 4, "events": 80, "work_ms": 20.0, "timeout": 300.0,
