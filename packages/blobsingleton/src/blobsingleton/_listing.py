@@ -7,10 +7,11 @@ names cost about five reads' worth, the largest share of a guarded delivery's cl
 8 instances race. This module sends the same request (`restype=container&comp=list`, the
 client's API version) through the container client's own pipeline (its credential, retries,
 hooks and transport) and reads the four fields it needs with ElementTree: the same answer for
-about a fifth of the CPU.
+about a quarter of the CPU (a 32-name page: 1.6 ms against 6.4).
 
-The pipeline is reached through the client's generated-code attribute (`_client._client`), the
-one place this library relies on an SDK internal. Where it is missing (another SDK version, a
+The pipeline is reached through the client's generated-code attribute (`_client._client`), one
+of two SDK internals this library reads (the other: `_storage.ServiceTime` finds a client's own
+response hook). Where it is missing (another SDK version, a
 wrapper standing in for a `ContainerClient`) `list_page` falls back to the SDK's `list_blobs`,
 so behaviour never depends on it, only cost. Errors are the SDK's: an `HttpResponseError`
 (`ResourceNotFoundError` for 404) carrying the service's `error_code`.
