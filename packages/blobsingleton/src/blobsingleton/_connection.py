@@ -29,8 +29,8 @@ class StorageAccount:
 
     `client_options` are passed to every client built here (retry settings, a transport,
     per-call policies: the local host adds a request-counting hook this way). Without a
-    transport among them, a client skips `requests`' environment lookups when the environment
-    holds nothing they would find (`environment_shapes_requests`).
+    transport among them, a client skips `requests`' per-request environment lookups where what
+    they would find can be given once (`requests_environment`).
     """
 
     connection_string: str | None = None
@@ -67,8 +67,9 @@ class StorageAccount:
         with self._lock:
             if kind not in self._cache:
                 options = {**self.client_options}
-                if "transport" not in options and not environment_shapes_requests():
-                    options.setdefault("use_env_settings", False)
+                given_once = requests_environment() if "transport" not in options else None
+                for option, value in (given_once or {}).items():
+                    options.setdefault(option, value)
                 if self.connection_string:
                     client = client_cls.from_connection_string(self.connection_string, **options)
                 elif url:
@@ -79,30 +80,34 @@ class StorageAccount:
             return self._cache[kind]
 
 
-def environment_shapes_requests() -> bool:
-    """Whether this process's environment changes what `requests` sends: a proxy (any
-    `*_proxy` variable, `no_proxy` included), a CA bundle (`REQUESTS_CA_BUNDLE`,
-    `CURL_CA_BUNDLE`), or a netrc file. Always true off Linux, where proxies also come from
-    system settings (Azure Functions runs Python on Linux).
+def requests_environment() -> dict[str, Any] | None:
+    """What `requests` would read from this process's environment on every request, as client
+    options given once; None where it cannot be given once: a proxy (any `*_proxy` variable,
+    `no_proxy` included), a netrc file, or off Linux (where proxies also come from system
+    settings; Azure Functions runs Python on Linux).
 
-    Where none does, the clients built here skip `requests`' reading of the environment
-    (`use_env_settings=False`): it scans every variable twice per request, about a fifth of a
-    request's client CPU on a Functions worker, whose app settings are all variables. The
-    answer is read when a client is built; a proxy set later needs a new process, as a
-    changed app setting does (the host restarts the worker).
+    `requests` scans every variable twice per request, about a fifth of a request's client CPU
+    on a Functions worker, whose app settings are all variables. Where nothing in it needs that,
+    clients built here skip it (`use_env_settings=False`), and a CA bundle named by
+    `REQUESTS_CA_BUNDLE` or `CURL_CA_BUNDLE` is given as `connection_verify`, as `requests`
+    would have used it. The environment is read when a client is built; a proxy set later needs
+    a new process, as a changed app setting does (the host restarts the worker).
     """
     if not sys.platform.startswith("linux"):
-        return True  # Windows and macOS proxies also come from system settings
+        return None
     environ = os.environ
     if any(name.lower().endswith("_proxy") and value for name, value in environ.items()):
-        return True
-    if any(environ.get(name) for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NETRC")):
-        return True
+        return None
+    if environ.get("NETRC"):
+        return None
     try:
         home = Path.home()
-    except RuntimeError:  # no home directory: no netrc either
-        return False
-    return any((home / name).exists() for name in (".netrc", "_netrc"))
+    except RuntimeError:  # no home directory: no netrc there either
+        home = None
+    if home is not None and any((home / name).exists() for name in (".netrc", "_netrc")):
+        return None
+    bundle = environ.get("REQUESTS_CA_BUNDLE") or environ.get("CURL_CA_BUNDLE")
+    return {"use_env_settings": False, **({"connection_verify": bundle} if bundle else {})}
 
 
 _accounts: dict[tuple[Any, ...], StorageAccount] = {}

@@ -1,5 +1,6 @@
-"""Clients the library builds skip `requests`' per-request reading of the environment only where
-the environment holds nothing it would find: a proxy set in the environment is still used."""
+"""Clients the library builds skip `requests`' per-request reading of the environment where what
+it would find can be given once: a CA bundle is still used, a proxy set in the environment is
+still used (and keeps the reading), a netrc file keeps it too."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import requests.sessions
 from azure.core.exceptions import ServiceRequestError
-from blobsingleton._connection import StorageAccount, environment_shapes_requests
+from blobsingleton._connection import StorageAccount, requests_environment
 
 
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
@@ -23,27 +25,52 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("HOME", str(home))
 
 
-def _environment_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    reads: list[str] = []
-    original = requests.sessions.get_environ_proxies
+def _requests_seen(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[Any]]:
+    """The URLs whose proxies `requests` looked up in the environment, and the `verify` each
+    request was sent with."""
+    lookups: list[str] = []
+    verify: list[Any] = []
+    lookup, request = requests.sessions.get_environ_proxies, requests.Session.request
 
     def counted(url: str, no_proxy: Any = None) -> Any:
-        reads.append(url)
-        return original(url, no_proxy=no_proxy)
+        lookups.append(url)
+        return lookup(url, no_proxy=no_proxy)
+
+    def seen(self: requests.Session, method: str, url: str, **options: Any) -> Any:
+        verify.append(options.get("verify"))
+        return request(self, method, url, **options)
 
     monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
-    return reads
+    monkeypatch.setattr(requests.Session, "request", seen)
+    return lookups, verify
+
+
+def _container(connection_string: str, **options: Any) -> Any:
+    account = StorageAccount(connection_string, client_options=options)
+    return account.blob_service().get_container_client(f"environment-{uuid.uuid4().hex[:8]}")
 
 
 def test_without_proxy_settings_a_request_does_not_read_the_environment(
     storage_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _clean_environment(monkeypatch, tmp_path)
-    assert not environment_shapes_requests()
-    reads = _environment_reads(monkeypatch)
-    container = StorageAccount(storage_env).blob_service().get_container_client("environment")
-    container.exists()
-    assert reads == []
+    assert requests_environment() == {"use_env_settings": False}
+    lookups, verify = _requests_seen(monkeypatch)
+    _container(storage_env).exists()
+    assert lookups == [] and verify == [True]
+
+
+def test_a_ca_bundle_in_the_environment_is_still_used(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _clean_environment(monkeypatch, tmp_path)
+    bundle = tmp_path / "ca.pem"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    lookups, verify = _requests_seen(monkeypatch)
+    _container(storage_env).exists()
+    assert lookups == [] and verify == [str(bundle)]  # given once, as requests would have
+    _container(storage_env, connection_verify=False).exists()
+    assert verify[-1] is False  # the application's own choice stands
 
 
 def _closed_port() -> int:
@@ -58,20 +85,18 @@ def test_a_proxy_in_the_environment_is_still_used(
 ) -> None:
     _clean_environment(monkeypatch, tmp_path)
     monkeypatch.setenv(variable, f"http://127.0.0.1:{_closed_port()}")
-    assert environment_shapes_requests()
-    account = StorageAccount(storage_env, client_options={"retry_total": 0})
-    container = account.blob_service().get_container_client(f"proxied-{uuid.uuid4().hex[:8]}")
+    assert requests_environment() is None
     with pytest.raises(ServiceRequestError):  # the proxy, not Azurite, was asked: refused
-        container.exists()
+        _container(storage_env, retry_total=0).exists()
 
 
 def test_a_netrc_file_keeps_the_environment_read(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _clean_environment(monkeypatch, tmp_path)
-    assert not environment_shapes_requests()
+    assert requests_environment() is not None
     (tmp_path / ".netrc").write_text("machine example.invalid login a password b\n")
-    assert environment_shapes_requests()
+    assert requests_environment() is None
     (tmp_path / ".netrc").unlink()
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "ca.pem"))
-    assert environment_shapes_requests()
+    monkeypatch.setenv("NETRC", str(tmp_path / "elsewhere"))
+    assert requests_environment() is None
