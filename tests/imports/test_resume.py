@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import date
 from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.core.exceptions import ServiceResponseError
+from azure.core.pipeline.transport import RequestsTransport
+from azure.storage.blob import BlobServiceClient, LinearRetry
 
 from harness import import_samples as samples
 from shared import storage
@@ -259,6 +263,40 @@ def test_a_stale_holder_can_neither_move_the_checkpoint_nor_claim_it(
     with pytest.raises(StaleHolder, match="token 3 < 4"):
         CheckpointStore(container, "acme/cp.json", "acme", 3).claim()
     assert json.loads(container.download_blob("acme/cp.json").readall())["token"] == 4
+
+
+class LosesNextPutAnswer(RequestsTransport):
+    """The real transport; the next blob PUT lands and its answer is lost (a reset)."""
+
+    armed = False
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        if not (self.armed and request.method == "PUT"):
+            return super().send(request, **kwargs)
+        self.armed = False
+        super().send(request, **kwargs).internal_response.close()
+        raise ServiceResponseError("connection reset by peer (injected)")
+
+
+def test_a_checkpoint_save_whose_answer_was_lost_is_not_taken_for_a_newer_holder(
+    imports_env: ImportsEnv,
+) -> None:
+    imports_container(create=True)
+    transport = LosesNextPutAnswer()
+    container = BlobServiceClient.from_connection_string(
+        os.environ["AzureWebJobsStorage"], transport=transport,
+        retry_policy=LinearRetry(backoff=0, random_jitter_range=0),  # the SDK's waits 15 s
+    ).get_container_client(imports_env.container)  # fmt: skip
+    store = CheckpointStore(container, "acme/cp.json", "acme", 3)
+    store.claim()
+    transport.armed = True
+    store.save({"next_record": 10})  # sent twice by the SDK: the copy met its own ETag (412)
+    store.save({"next_record": 20})  # and the ETag it goes on from is the landed one
+    assert json.loads(container.download_blob("acme/cp.json").readall())["next_record"] == 20
+    newer = CheckpointStore(container, "acme/cp.json", "acme", 4)
+    newer.claim()
+    with pytest.raises(StaleHolder):  # a real newer holder still fences it off
+        store.save({"next_record": 30})
 
 
 def test_a_newer_holder_fences_every_lane_before_it_writes(imports_env: ImportsEnv) -> None:
