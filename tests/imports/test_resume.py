@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from datetime import date
 from typing import Any
 
 import azure.functions as func
 import pytest
-from azure.core.exceptions import ServiceResponseError
-from azure.core.pipeline.transport import RequestsTransport
-from azure.storage.blob import BlobServiceClient, LinearRetry
 
 from harness import import_samples as samples
 from shared import storage
@@ -35,6 +31,7 @@ from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv
+from tests.support import LosesAnswers, blob_service_over
 
 RUN = ImportRequest.nightly("acme", date(2026, 11, 22))
 TWIN = ImportRequest.nightly("twin", date(2026, 11, 22))
@@ -265,32 +262,17 @@ def test_a_stale_holder_can_neither_move_the_checkpoint_nor_claim_it(
     assert json.loads(container.download_blob("acme/cp.json").readall())["token"] == 4
 
 
-class LosesNextPutAnswer(RequestsTransport):
-    """The real transport; the next blob PUT lands and its answer is lost (a reset)."""
-
-    armed = False
-
-    def send(self, request: Any, **kwargs: Any) -> Any:
-        if not (self.armed and request.method == "PUT"):
-            return super().send(request, **kwargs)
-        self.armed = False
-        super().send(request, **kwargs).internal_response.close()
-        raise ServiceResponseError("connection reset by peer (injected)")
-
-
 def test_a_checkpoint_save_whose_answer_was_lost_is_not_taken_for_a_newer_holder(
     imports_env: ImportsEnv,
 ) -> None:
     imports_container(create=True)
-    transport = LosesNextPutAnswer()
-    container = BlobServiceClient.from_connection_string(
-        os.environ["AzureWebJobsStorage"], transport=transport,
-        retry_policy=LinearRetry(backoff=0, random_jitter_range=0),  # the SDK's waits 15 s
-    ).get_container_client(imports_env.container)  # fmt: skip
+    transport = LosesAnswers()
+    container = blob_service_over(transport).get_container_client(imports_env.container)
     store = CheckpointStore(container, "acme/cp.json", "acme", 3)
     store.claim()
-    transport.armed = True
+    transport.arm(lambda request: request.method == "PUT")
     store.save({"next_record": 10})  # sent twice by the SDK: the copy met its own ETag (412)
+    assert transport.lost == 1
     store.save({"next_record": 20})  # and the ETag it goes on from is the landed one
     assert json.loads(container.download_blob("acme/cp.json").readall())["next_record"] == 20
     newer = CheckpointStore(container, "acme/cp.json", "acme", 4)
