@@ -163,6 +163,16 @@ def test_a_finalizer_arriving_after_the_archive_posts_nothing_and_leaves_nothing
     assert archived is not None and archived["completion"]["finalized_by"] == "counter"
 
 
+def lossy_job(
+    settings: JobSettings, receiver: CallbackReceiver, job_id: str, count: int
+) -> tuple[JobStore, LosesAnswers]:
+    """A job of `count` units, and a store whose requests go through a `LosesAnswers`."""
+    transport = LosesAnswers()
+    container = blob_service_over(transport).get_container_client(settings.container)
+    submit(settings, receiver.url, units(count), job_id)
+    return JobStore(settings, container=container), transport
+
+
 def _increments(request: Any) -> bool:
     return "x-ms-sequence-number-action" in request.headers
 
@@ -174,10 +184,7 @@ def _markers(request: Any) -> bool:
 def test_a_count_whose_answer_was_lost_is_not_counted_twice(
     jobs_env: JobSettings, receiver: CallbackReceiver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    transport = LosesAnswers()
-    container = blob_service_over(transport).get_container_client(jobs_env.container)
-    store = JobStore(jobs_env, container=container)
-    submit(jobs_env, receiver.url, units(3), "lost-count")
+    store, transport = lossy_job(jobs_env, receiver, "lost-count", 3)
     transport.arm(_increments)
     first = record_unit(store, "lost-count", "u00000", 3)  # landed; its answer lost
     assert transport.lost == 1
@@ -194,10 +201,7 @@ def test_a_count_whose_answer_was_lost_is_not_counted_twice(
 def test_a_last_count_whose_answer_was_lost_still_announces_once(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
-    transport = LosesAnswers()
-    container = blob_service_over(transport).get_container_client(jobs_env.container)
-    store = JobStore(jobs_env, container=container)
-    submit(jobs_env, receiver.url, units(2), "lost-last")
+    store, transport = lossy_job(jobs_env, receiver, "lost-last", 2)
     record_unit(store, "lost-last", "u00000", 2)
     transport.arm(_increments)
     last = record_unit(store, "lost-last", "u00001", 2)  # made it 2 of 2; its answer lost
@@ -209,10 +213,7 @@ def test_a_last_count_whose_answer_was_lost_still_announces_once(
 def test_a_marker_whose_answer_was_lost_is_ours_and_the_unit_is_counted(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
-    transport = LosesAnswers()
-    container = blob_service_over(transport).get_container_client(jobs_env.container)
-    store = JobStore(jobs_env, container=container)
-    submit(jobs_env, receiver.url, units(2), "lost-mark")
+    store, transport = lossy_job(jobs_env, receiver, "lost-mark", 2)
     transport.arm(_markers)
     first = record_unit(store, "lost-mark", "u00000", 2)  # the SDK's copy met BlobAlreadyExists
     assert transport.lost == 1
