@@ -1,5 +1,5 @@
 """Helpers every test folder shares: child processes' environment, the app indexed afresh,
-per-test app settings.
+per-test app settings, a transport that loses answers.
 
 The fixtures built on them live in tests/conftest.py (`subprocess_env`, `app_functions`,
 `app_settings`); the plain functions are for code that is not a fixture (module helpers).
@@ -8,12 +8,15 @@ The fixtures built on them live in tests/conftest.py (`subprocess_env`, `app_fun
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import blobsingleton
 import pytest
+from azure.core.exceptions import ServiceResponseError
+from azure.core.pipeline.transport import RequestsTransport
+from azure.storage.blob import BlobServiceClient, LinearRetry
 
 ROOT = Path(__file__).resolve().parent.parent
 # The folder this process imported the library from: a child imports the same copy (a git
@@ -58,3 +61,35 @@ class AppSettings:
             else:
                 self._monkeypatch.setenv(name, value)
         return {name: value for name, value in values.items() if value is not None}
+
+
+class LosesAnswers(RequestsTransport):
+    """The real transport to the real Azurite; the next `times` requests `arm`ed for land
+    there and their answers are lost (the connection reset while reading), as on a network
+    that drops a connection: the SDK's retry policy then sends them again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._matches: Callable[[Any], bool] = lambda request: False
+        self._left = 0
+        self.lost = 0
+
+    def arm(self, matches: Callable[[Any], bool], times: int = 1) -> None:
+        self._matches, self._left = matches, times
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        if not (self._left and self._matches(request)):
+            return super().send(request, **kwargs)
+        self._left -= 1
+        super().send(request, **kwargs).internal_response.close()
+        self.lost += 1
+        raise ServiceResponseError("connection reset by peer (injected)")
+
+
+def blob_service_over(transport: RequestsTransport) -> BlobServiceClient:
+    """A client of AzureWebJobsStorage through `transport` whose retries come at once (the
+    SDK's default waits 15 s before the first)."""
+    return BlobServiceClient.from_connection_string(
+        os.environ["AzureWebJobsStorage"], transport=transport,
+        retry_policy=LinearRetry(backoff=0, random_jitter_range=0),
+    )  # fmt: skip

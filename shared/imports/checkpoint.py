@@ -17,7 +17,10 @@ or "members". A file finished (moved out of incoming/) drops the checkpoint's fi
 Fenced like the member rows: every write has `If-Match` on the ETag this holder last saw
 (or `If-None-Match: *` for the first), and a holder starts by writing its token into it,
 refusing one written by a higher token. A newer holder's first write changes the ETag,
-so a stale holder can never move the checkpoint again (`StaleHolder`).
+so a stale holder can never move the checkpoint again (`StaleHolder`). Each write carries
+its own id (`write`): a conflict is read back first, and a write of ours that landed but
+whose answer was lost (the SDK sent it again, and the copy met its own ETag) is kept, not
+taken for a newer holder.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from typing import Any
 
 from azure.core import MatchConditions
@@ -70,7 +74,8 @@ class CheckpointStore:
     def save(self, data: dict[str, Any]) -> None:
         """Replace the checkpoint (If-Match on our last ETag); `StaleHolder` if it moved."""
         data = {**data, "invocations": self.data.get("invocations", 0)}  # this one's count
-        body = json.dumps({**data, "token": self.token, "saved_at": time.time()},
+        write = uuid.uuid4().hex
+        body = json.dumps({**data, "token": self.token, "saved_at": time.time(), "write": write},
                           separators=(",", ":")).encode()  # fmt: skip
         condition: dict[str, Any]
         if self._etag is None:
@@ -83,7 +88,10 @@ class CheckpointStore:
                 **condition,
             )  # fmt: skip
         except (ResourceModifiedError, ResourceExistsError):
-            raise StaleHolder(self.account, self.token, None) from None
+            stored, etag = self._read()
+            if stored.get("write") != write:
+                raise StaleHolder(self.account, self.token, None) from None
+            result = {"etag": etag}  # ours landed; the SDK's second copy met it
         self._etag = result["etag"]
         self.data = {**data, "token": self.token}
 

@@ -30,6 +30,13 @@ order (one transaction in flight per lane). A newer holder's `open()` writes its
 every fence row before it writes anything, so no transaction of an older holder can land
 after the first of the newer one.
 
+A transaction whose answer is lost (the connection broke after the request left, or
+storage answered 500 and the client's retry then met our own landed ETag) is not taken
+for a newer holder: every fence row a transaction writes carries the transaction's own id
+(`Batch`), so reading the row back tells "ours landed" (carry on with its ETag) from "a
+newer token is there" (stale) from "nothing landed" (sent again, same id, up to RESENDS
+times). Whichever copy lands first wins; the other fails its If-Match as a whole.
+
 A member row also remembers the file version that last wrote it (`FileKey`), the state the
 member had before that file (`BaseState`), where the chunk of records that wrote it
 started (`ChunkStart`, a record number) and the member's state before that chunk
@@ -50,6 +57,8 @@ import hashlib
 import json
 import logging
 import threading
+import time
+import uuid
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,7 +67,14 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    IncompleteReadError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.data.tables import UpdateMode
 from blobsingleton import events, settings
 from blobsingleton.leases import instance_id
@@ -67,7 +83,7 @@ from shared import storage
 from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
 from shared.imports.records import ACTIVE, Coverage, Member
-from shared.imports.table_batch import TransactionFailed, submit_replace
+from shared.imports.table_batch import submit_replace
 from shared.imports.validation import member_key
 
 log = logging.getLogger("shared.imports")
@@ -87,6 +103,11 @@ RANGE_ROWS_PER_KEY = 3
 DEFAULT_LANES = 4
 MAX_LANES = 16
 _CONDITION_FAILED = frozenset({"UpdateConditionNotSatisfied", "ConditionNotMet"})
+#: A transaction whose outcome is unknown (connection broken, 500/503/504) and that did not
+#: land is sent again this many times, RESEND_DELAY_S, then twice, four times that apart.
+RESENDS = 3
+RESEND_DELAY_S = 0.25
+_UNKNOWN_OUTCOME_STATUS = frozenset({500, 503, 504})
 
 
 class StaleHolder(RuntimeError):
@@ -571,28 +592,61 @@ class FencedMemberWriter:
 
     def _commit(self, lane: int, pending: dict[str, dict[str, Any]]) -> None:
         """One fenced transaction: the rows plus the lane's fence row, If-Match (built and
-        read by `table_batch`, not the SDK's multipart code: a tenth of the client CPU)."""
+        read by `table_batch`, not the SDK's multipart code: a tenth of the client CPU).
+
+        When its outcome is unknown, the fence row is read back: the transaction's id there
+        means it landed; otherwise it is sent again (see the module docstring)."""
         written = sum(is_member_row(str(key)) for key in pending)
-        state = self._state_entity(row=_lane_row(lane), rows=self.rows_written + written)
+        row = _lane_row(lane)
+        batch = uuid.uuid4().hex
+        state = self._state_entity(row=row, rows=self.rows_written + written, batch=batch)
         operations: list[tuple[dict[str, Any], str | None]] = [(e, None) for e in pending.values()]
         operations.append((state, self._etags[lane]))
-        try:
-            etags = submit_replace(self._table, operations)
-        except TransactionFailed as error:
-            if _condition_failed(error):
-                raise self._stale(self._current_token()) from None
-            raise
-        self._etags[lane] = etags[-1]
+        for attempt in range(RESENDS + 1):
+            try:
+                self._etags[lane] = submit_replace(self._table, operations)[-1]
+                break
+            except AzureError as error:
+                refused = _condition_failed(error)
+                if not (refused or _unknown_outcome(error)):
+                    raise
+                landed = self._landed(row, batch)  # StaleHolder when a newer token is there
+                if landed is not None:
+                    self._etags[lane] = landed
+                    break
+                if refused:
+                    raise self._stale(self._current_token()) from None
+                if attempt == RESENDS:
+                    raise
+                log.warning(
+                    "account %s: a members transaction (%d rows) met %s and did not land; "
+                    "sending it again (%d of %d)",
+                    self.account, len(operations), type(error).__name__, attempt + 1, RESENDS,
+                )  # fmt: skip
+                time.sleep(RESEND_DELAY_S * 2**attempt)
         with self._count_lock:
             self.rows_written += written
             self.transactions += 1
 
+    def _landed(self, row: str, batch: str) -> str | None:
+        """The fence row's ETag when transaction `batch` is the last one written there; None
+        when it is not (and no newer holder's token is there: that raises StaleHolder)."""
+        state = self._read_state(row)
+        if state is None:
+            return None
+        if state.get("Batch") == batch:
+            return str(state.metadata["etag"])
+        if int(state.get("Token", 0)) > self.token:
+            raise self._stale(int(state["Token"]))
+        return None
+
     # -- internals -------------------------------------------------------------------------
-    def _state_entity(self, rows: int = 0, row: str = STATE_ROW) -> dict[str, Any]:
+    def _state_entity(self, rows: int = 0, row: str = STATE_ROW, batch: str = "") -> dict[str, Any]:
         return {
             "PartitionKey": self.account,
             "RowKey": row,
             "Token": self.token,
+            "Batch": batch,
             "RunId": self.run_id,
             "Holder": instance_id(),
             "RowsWritten": rows,
@@ -619,6 +673,14 @@ class FencedMemberWriter:
             token=self.token,
         )
         return error
+
+
+def _unknown_outcome(error: Exception) -> bool:
+    """The transaction may or may not have landed: the connection broke, or storage answered
+    a 500/503/504 (after the client's own retries)."""
+    if isinstance(error, ServiceRequestError | ServiceResponseError | IncompleteReadError):
+        return True
+    return getattr(error, "status_code", None) in _UNKNOWN_OUTCOME_STATUS
 
 
 def _condition_failed(error: Exception) -> bool:

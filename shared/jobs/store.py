@@ -3,6 +3,15 @@
 Errors are told apart by `error_code` (BlobNotFound, BlobAlreadyExists, ConditionNotMet...),
 never by exception class. Reads of something missing return None; a missing container is
 created by the writes that can come first (a new job) and means "no such job" to the others.
+
+Answers that never came. The SDK sends a request again when its answer is lost (connection
+reset, read timeout), so a write that landed meets its own result. A unit's marker carries
+its own write id (metadata `write`): a conflict after such a retry is read back, and the
+marker is ours if the id is there. The counter's increment is not idempotent, so it is sent
+with the SDK's retries off: sent again only when it surely did not land (never sent, or 503
+ServerBusy); when the outcome is unknown the counter is read instead, never incremented
+twice (a unit it then misses leaves it one short, which the watcher reconciles from the
+markers; one counted twice would announce the job before its last unit).
 """
 
 from __future__ import annotations
@@ -11,12 +20,18 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError, ResourceExistsError
+from azure.core.exceptions import (
+    HttpResponseError,
+    ResourceExistsError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 
 from shared import storage
 from shared.jobs.config import JobSettings
@@ -26,6 +41,10 @@ from shared.jobs.records import Completion, JobRecord, Marker, UnitState
 log = logging.getLogger("shared.jobs")
 
 BATCH_DELETE_SIZE = 256  # the Blob Batch API's limit per request
+#: Sends of a counter increment that surely did not land (never sent, ServerBusy), and the
+#: pause before the next (doubling).
+INCREMENT_SENDS = 4
+INCREMENT_DELAY_S = 0.2
 _MISSING = frozenset({"BlobNotFound", "ContainerNotFound", "ResourceNotFound"})
 
 
@@ -42,6 +61,17 @@ def _conflict(error: HttpResponseError) -> bool:
     return error.status_code in (409, 412) and _code(error) != "ContainerNotFound"
 
 
+class _Retried:
+    """A call's `retry_hook`: `.count` is how often the SDK sent the request again (no
+    `__bool__`: the SDK calls a hook only if it is truthy)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, **_: Any) -> None:
+        self.count += 1
+
+
 @dataclass(frozen=True)
 class CounterState:
     """The counter as the watcher sees it: units counted, units expected, last change."""
@@ -54,10 +84,13 @@ class CounterState:
 class JobStore:
     """The blobs of every job in the container named by JOBS_CONTAINER."""
 
-    def __init__(self, settings: JobSettings | None = None) -> None:
+    def __init__(self, settings: JobSettings | None = None, container: Any = None) -> None:
+        """`container`: the client of the jobs container (default: built from `settings`)."""
         self.settings = settings or JobSettings.from_env()
-        service = storage.blob_service(self.settings.connection)
-        self._container = service.get_container_client(self.settings.container)
+        if container is None:
+            service = storage.blob_service(self.settings.connection)
+            container = service.get_container_client(self.settings.container)
+        self._container = container
 
     def _blob(self, name: str) -> Any:
         return self._container.get_blob_client(name)
@@ -161,14 +194,37 @@ class JobStore:
 
     def increment(self, job_id: str) -> int | None:
         """Add one to the counter, atomically on the service: the new value, in one request.
-        None when the counter is gone (the job finished and was archived)."""
-        try:
-            result = self._blob(JobLayout(job_id).counter).set_sequence_number("increment")
-        except HttpResponseError as error:
-            if _missing(error):
-                return None
-            raise
-        return int(result["blob_sequence_number"])
+        None when the counter is gone (the job finished and was archived).
+
+        When the answer never came, the counter's value as read afterwards (this unit
+        counted in it or not, never twice)."""
+        blob = self._blob(JobLayout(job_id).counter)
+        for attempt in range(INCREMENT_SENDS):
+            try:
+                result = blob.set_sequence_number("increment", retry_total=0)
+                return int(result["blob_sequence_number"])
+            except ServiceResponseError:
+                break  # sent, answer lost: it may have landed
+            except HttpResponseError as error:
+                if _missing(error):
+                    return None
+                if error.status_code in (500, 504):
+                    break  # may have landed
+                if error.status_code != 503 or attempt + 1 == INCREMENT_SENDS:
+                    raise  # (503 ServerBusy: not applied, sent again)
+            except ServiceRequestError:
+                if attempt + 1 == INCREMENT_SENDS:
+                    raise  # never sent, every time
+            time.sleep(INCREMENT_DELAY_S * 2**attempt)
+        state = self.counter_state(job_id)
+        if state is None:
+            return None
+        log.warning(
+            "job %s: a counter increment's answer was lost; the counter reads %d of %d (a unit "
+            "it missed is counted by the watcher from the markers)",
+            job_id, state.value, state.total,
+        )  # fmt: skip
+        return state.value
 
     def counter_state(self, job_id: str) -> CounterState | None:
         try:
@@ -186,19 +242,30 @@ class JobStore:
     # unit markers -------------------------------------------------------------------------------
     def mark(self, job_id: str, unit_id: str, state: UnitState, reason: str | None = None) -> bool:
         """Create the unit's marker: True if this call created it, False if it existed."""
-        at = time.time()
+        at, write = time.time(), uuid.uuid4().hex
         body = json.dumps({"state": str(state), "at": at, "reason": reason}).encode()
-        metadata = {"state": str(state), "at": f"{at:.6f}"}
-        name = JobLayout(job_id).marker(unit_id)
+        metadata = {"state": str(state), "at": f"{at:.6f}", "write": write}
+        blob = self._blob(JobLayout(job_id).marker(unit_id))
+        retried = _Retried()
         try:
-            self._blob(name).upload_blob(body, overwrite=False, metadata=metadata)
+            blob.upload_blob(body, overwrite=False, metadata=metadata, retry_hook=retried)
         except HttpResponseError as error:
             if _code(error) == "ContainerNotFound":
                 return True  # no container, no job: the caller finds the counter missing
             if _conflict(error):
-                return False
+                return bool(retried.count) and self._written_by(blob, write)
             raise
         return True
+
+    def _written_by(self, blob: Any, write: str) -> bool:
+        """The blob's content is write `write`'s (ours landed; the SDK's copy met it)."""
+        try:
+            props = blob.get_blob_properties()
+        except HttpResponseError as error:
+            if _missing(error):
+                return False
+            raise
+        return bool((props.metadata or {}).get("write") == write)
 
     def unmark(self, job_id: str, unit_id: str) -> None:
         self.delete(JobLayout(job_id).marker(unit_id))

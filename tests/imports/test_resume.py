@@ -31,6 +31,7 @@ from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv
+from tests.support import LosesAnswers, blob_service_over
 
 RUN = ImportRequest.nightly("acme", date(2026, 11, 22))
 TWIN = ImportRequest.nightly("twin", date(2026, 11, 22))
@@ -259,6 +260,25 @@ def test_a_stale_holder_can_neither_move_the_checkpoint_nor_claim_it(
     with pytest.raises(StaleHolder, match="token 3 < 4"):
         CheckpointStore(container, "acme/cp.json", "acme", 3).claim()
     assert json.loads(container.download_blob("acme/cp.json").readall())["token"] == 4
+
+
+def test_a_checkpoint_save_whose_answer_was_lost_is_not_taken_for_a_newer_holder(
+    imports_env: ImportsEnv,
+) -> None:
+    imports_container(create=True)
+    transport = LosesAnswers()
+    container = blob_service_over(transport).get_container_client(imports_env.container)
+    store = CheckpointStore(container, "acme/cp.json", "acme", 3)
+    store.claim()
+    transport.arm(lambda request: request.method == "PUT")
+    store.save({"next_record": 10})  # sent twice by the SDK: the copy met its own ETag (412)
+    assert transport.lost == 1
+    store.save({"next_record": 20})  # and the ETag it goes on from is the landed one
+    assert json.loads(container.download_blob("acme/cp.json").readall())["next_record"] == 20
+    newer = CheckpointStore(container, "acme/cp.json", "acme", 4)
+    newer.claim()
+    with pytest.raises(StaleHolder):  # a real newer holder still fences it off
+        store.save({"next_record": 30})
 
 
 def test_a_newer_holder_fences_every_lane_before_it_writes(imports_env: ImportsEnv) -> None:

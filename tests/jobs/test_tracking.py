@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from devhost.request_counting import request_counter
 from harness.callbacks import CallbackReceiver
@@ -20,6 +23,7 @@ from shared.jobs import (
 from shared.jobs.handlers import echo
 from shared.jobs.layout import JobLayout
 from tests.jobs.conftest import receive_all, submit, units
+from tests.support import LosesAnswers, blob_service_over
 
 
 def test_counting_a_unit_costs_two_requests_and_a_duplicate_one(
@@ -157,3 +161,62 @@ def test_a_finalizer_arriving_after_the_archive_posts_nothing_and_leaves_nothing
     assert store.names(JobLayout("raced").prefix) == []
     archived = store.read_archive("raced")
     assert archived is not None and archived["completion"]["finalized_by"] == "counter"
+
+
+def lossy_job(
+    settings: JobSettings, receiver: CallbackReceiver, job_id: str, count: int
+) -> tuple[JobStore, LosesAnswers]:
+    """A job of `count` units, and a store whose requests go through a `LosesAnswers`."""
+    transport = LosesAnswers()
+    container = blob_service_over(transport).get_container_client(settings.container)
+    submit(settings, receiver.url, units(count), job_id)
+    return JobStore(settings, container=container), transport
+
+
+def _increments(request: Any) -> bool:
+    return "x-ms-sequence-number-action" in request.headers
+
+
+def _markers(request: Any) -> bool:
+    return request.method == "PUT" and "/units/" in request.url
+
+
+def test_a_count_whose_answer_was_lost_is_not_counted_twice(
+    jobs_env: JobSettings, receiver: CallbackReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, transport = lossy_job(jobs_env, receiver, "lost-count", 3)
+    transport.arm(_increments)
+    first = record_unit(store, "lost-count", "u00000", 3)  # landed; its answer lost
+    assert transport.lost == 1
+    assert (first.outcome, first.count) == (Recorded.COUNTED, 1)  # read back, not sent again
+    assert "counter increment's answer was lost; the counter reads 1 of 3" in caplog.text
+    second = record_unit(store, "lost-count", "u00001", 3)
+    assert (second.count, second.completion, receiver.posts) == (2, None, [])  # not announced
+    third = record_unit(store, "lost-count", "u00002", 3)
+    assert third.count == 3 and third.completion is not None
+    [post] = receiver.posts
+    assert post.body["units_done"] == 3
+
+
+def test_a_last_count_whose_answer_was_lost_still_announces_once(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store, transport = lossy_job(jobs_env, receiver, "lost-last", 2)
+    record_unit(store, "lost-last", "u00000", 2)
+    transport.arm(_increments)
+    last = record_unit(store, "lost-last", "u00001", 2)  # made it 2 of 2; its answer lost
+    assert transport.lost == 1 and last.count == 2 and last.completion is not None
+    [post] = receiver.posts
+    assert post.body["units_done"] == 2
+
+
+def test_a_marker_whose_answer_was_lost_is_ours_and_the_unit_is_counted(
+    jobs_env: JobSettings, receiver: CallbackReceiver
+) -> None:
+    store, transport = lossy_job(jobs_env, receiver, "lost-mark", 2)
+    transport.arm(_markers)
+    first = record_unit(store, "lost-mark", "u00000", 2)  # the SDK's copy met BlobAlreadyExists
+    assert transport.lost == 1
+    assert (first.outcome, first.count) == (Recorded.COUNTED, 1)
+    assert record_unit(store, "lost-mark", "u00000", 2).outcome == Recorded.DUPLICATE
+    assert record_unit(store, "lost-mark", "u00001", 2).completion is not None

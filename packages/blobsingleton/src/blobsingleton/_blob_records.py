@@ -8,6 +8,15 @@ listing tells the process's watcher (`_record_watch`) the state of many records:
 arriving together, deliveries held while their key is in progress, lost create races. Completed
 records it has seen answer later duplicates in the process for a few seconds (`known`).
 
+A write whose answer was lost (the connection broke after the request left, or storage
+timed out after applying it) is sent again by the SDK's retry policy, and that copy meets the
+first one's result: 409 (`BlobAlreadyExists`) or 412 (`ConditionNotMet`). Taken at its word,
+a heartbeat would think its run taken over, and a claim would wait out its own record. So
+every write carries an id of its own in the metadata (`write`); when a conflict follows a
+retry (the call's `retry_hook` saw one), the blob is read back, and the write is ours if its
+id is there (a delete: the blob is gone). A conflict on the first attempt is a real one and
+costs no extra request.
+
 Records written before names had a namespace (library 0.2: `{encoded key}` at the container's
 root) are still honoured for a window after this namespace first ran (app setting
 `BLOBSINGLETON_LEGACY_DAYS`, default 7, the default retention; 0 turns it off): on a miss,
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +61,8 @@ if TYPE_CHECKING:
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
+#: Metadata naming the write that put the blob's current content there.
+WRITE_METADATA = "write"
 #: The blob whose Last-Modified says when this namespace first ran (encoded keys never hold '.').
 SINCE_MARKER = ".since"
 DEFAULT_LEGACY_DAYS = 7.0
@@ -163,32 +175,77 @@ class BlobRecordStore(RecordStore):
         self._watch().note_run(seconds)
 
     def put_if_absent(self, record: Record) -> Record:
-        blob, body = self._blob(record.key), record.to_json()
-        with _translated("create run-once record"):
-            props = retry_on_missing_container(
-                self._container,
-                lambda: blob.upload_blob(body, overwrite=False, metadata=_metadata(record, body)),
-            )
+        blob, body, write = self._blob(record.key), record.to_json(), _write_id()
+        retried = _Retried()
+        try:
+            with _translated("create run-once record"):
+                props = retry_on_missing_container(
+                    self._container,
+                    lambda: blob.upload_blob(
+                        body, overwrite=False, metadata=_metadata(record, body, write),
+                        retry_hook=retried,
+                    ),
+                )  # fmt: skip
+        except RecordConflict:
+            landed = self._landed(blob, write) if retried.count else None
+            if landed is None:
+                raise
+            props = landed
         return _written(record, props)
 
     def replace(self, record: Record, etag: str) -> Record:
-        body = record.to_json()
-        with _translated("update run-once record"):
-            props = self._blob(record.key).upload_blob(
-                body,
-                overwrite=True,
-                metadata=_metadata(record, body),
-                etag=etag,
-                match_condition=MatchConditions.IfNotModified,
-            )
+        blob, body, write = self._blob(record.key), record.to_json(), _write_id()
+        retried = _Retried()
+        try:
+            with _translated("update run-once record"):
+                props = blob.upload_blob(
+                    body,
+                    overwrite=True,
+                    metadata=_metadata(record, body, write),
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                    retry_hook=retried,
+                )
+        except RecordConflict:
+            landed = self._landed(blob, write) if retried.count else None
+            if landed is None:
+                raise
+            props = landed
         written = _written(record, props)
         self._watch().remember(blob_name(self.namespace, record.key), written)
         return written
 
     def delete(self, key: str, etag: str) -> None:
         self._watch().remember(blob_name(self.namespace, key), None)
-        with _translated("delete run-once record"):
-            self._blob(key).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+        blob, retried = self._blob(key), _Retried()
+        try:
+            with _translated("delete run-once record"):
+                blob.delete_blob(
+                    etag=etag, match_condition=MatchConditions.IfNotModified, retry_hook=retried
+                )
+        except RecordConflict:
+            # gone after a retry (404, or Azurite's 412): our first copy deleted it
+            if not (retried.count and self._gone(blob)):
+                raise
+
+    def _gone(self, blob: BlobClient) -> bool:
+        with unavailable_as("read run-once record"):
+            return not blob.exists()
+
+    def _landed(self, blob: BlobClient, write: str) -> dict[str, Any] | None:
+        """The blob's properties when write `write` is the last one there (a copy of it sent
+        again by the SDK met its own result), else None."""
+        served = ServiceTime(self._container)
+        try:
+            with unavailable_as("read run-once record"):
+                props = blob.get_blob_properties(raw_response_hook=served)
+        except HttpResponseError as error:
+            if error.status_code == 404:
+                return None
+            raise
+        if (props.metadata or {}).get(WRITE_METADATA) != write:
+            return None
+        return {"etag": props.etag, "last_modified": props.last_modified, "read_at": served.at}
 
     # -- reading, in storage's time ----------------------------------------------------------
     def _read(self, blob: BlobClient) -> tuple[Record | None, float | None]:
@@ -279,10 +336,27 @@ class BlobRecordStore(RecordStore):
         return adopted.with_(written_at=None, read_at=legacy.read_at)
 
 
-def _metadata(record: Record, body: bytes) -> dict[str, str]:
-    """`ttl`, and the record's JSON `body` when small (so a listing carries it, `_record_watch`)."""
-    carried = record_metadata(body) if record.ttl is not None else {}
-    return carried if record.ttl is None else {"ttl": repr(float(record.ttl)), **carried}
+def _metadata(record: Record, body: bytes, write: str) -> dict[str, str]:
+    """The write's id, `ttl`, and the record's JSON `body` when small (so a listing carries
+    it, `_record_watch`)."""
+    if record.ttl is None:
+        return {WRITE_METADATA: write}
+    return {WRITE_METADATA: write, "ttl": repr(float(record.ttl)), **record_metadata(body)}
+
+
+def _write_id() -> str:
+    return uuid.uuid4().hex
+
+
+class _Retried:
+    """A call's `retry_hook`: `.count` is how often the SDK's retry policy sent it again.
+    (No `__bool__`: the SDK calls a hook only if it is truthy.)"""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, **_: Any) -> None:
+        self.count += 1
 
 
 def _latest(moment: Any) -> float | None:
@@ -295,5 +369,5 @@ def _written(record: Record, props: Any) -> Record:
     return record.with_(
         etag=str(props["etag"]),
         written_at=_latest(props.get("last_modified")),
-        read_at=epoch(props.get("date")),
+        read_at=props["read_at"] if "read_at" in props else epoch(props.get("date")),
     )
