@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
+from azure.storage.blob import BlobServiceClient
 
-from devhost.request_counting import request_counter
+from devhost.request_counting import RequestCounter
 from harness.callbacks import CallbackReceiver
 from shared.jobs import (
     JobSettings,
@@ -29,15 +31,19 @@ from tests.support import LosesAnswers, blob_service_over
 def test_counting_a_unit_costs_two_requests_and_a_duplicate_one(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
-    store = JobStore(jobs_env)
+    counter = RequestCounter()  # the store's own: another test's lease renewals not counted
+    service = BlobServiceClient.from_connection_string(
+        os.environ["AzureWebJobsStorage"], raw_request_hook=counter
+    )
+    store = JobStore(jobs_env, container=service.get_container_client(jobs_env.container))
     submit(jobs_env, receiver.url, units(3), "cost")
-    request_counter.reset()
+    counter.reset()
     first = record_unit(store, "cost", "u00000", 3)
-    assert (first.outcome, first.count, request_counter.total()) == (Recorded.COUNTED, 1, 2)
-    assert request_counter.by_method() == {"PUT": 2}
-    request_counter.reset()
+    assert (first.outcome, first.count, counter.total()) == (Recorded.COUNTED, 1, 2)
+    assert counter.by_method() == {"PUT": 2}
+    counter.reset()
     again = record_unit(store, "cost", "u00000", 3)
-    assert (again.outcome, request_counter.total()) == (Recorded.DUPLICATE, 1)
+    assert (again.outcome, counter.total()) == (Recorded.DUPLICATE, 1)
     assert store.counter_state("cost").value == 1  # type: ignore[union-attr]
 
 

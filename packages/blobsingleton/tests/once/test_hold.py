@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from azure.storage.blob import ContainerClient
 from blobsingleton import once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._record_watch import MAX_TICK, forget_known, watch_stats
 from blobsingleton._storage import TIME_RESOLUTION
 from blobsingleton.records import BlobRecordStore, Record, Status
-from blobsingleton.testing import crashed_run
+from blobsingleton.testing import RequestCounter, crashed_run
 from libsupport import request_counter
 
 HOLDER = str(Path(__file__).with_name("holder.py"))
@@ -182,41 +183,48 @@ def test_a_record_deleted_here_is_no_longer_answered_from_memory(storage_env: st
     assert work(1) == 1 and runs == [1, 1]
 
 
-def _racing_store(run_s: float) -> BlobRecordStore:
-    """A store whose process has seen its creates keep losing, its runs taking `run_s`."""
-    store = BlobRecordStore()
+def _racing_store(run_s: float) -> tuple[BlobRecordStore, RequestCounter]:
+    """A store whose process has seen its creates keep losing, its runs taking `run_s`, and
+    the counter of its own client's requests (a lease another test left renewing in this
+    process is not counted)."""
+    counter = RequestCounter()
+    container = ContainerClient.from_connection_string(
+        os.environ["AzureWebJobsStorage"], os.environ["RUNONCE_CONTAINER"],
+        raw_request_hook=counter,
+    )  # fmt: skip
+    store = BlobRecordStore(container)
     store.read("warm")
     watch = store._watch()
     watch._lost, watch._run_s = 1.0, run_s
-    return store
+    return store, counter
 
 
 def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
     storage_env: str,
 ) -> None:
-    store = _racing_store(0.5)
+    store, counter = _racing_store(0.5)
     key = next(k for k in (f"ranked-{i}" for i in range(200)) if store.create_delay(k) > 1.0)
     assert store.create_delay(key) == store.create_delay(key) <= 4 * 0.5  # a fixed rank
     handler = OnceHandler(store, key, in_progress_timeout=60.0)
     outcome: list[Any] = []
     copy = threading.Thread(target=lambda: outcome.append(handler._decide_from(None)))
-    request_counter.reset()
+    counter.reset()
     copy.start()
     crashed_run(store, key, 60.0, owner="ranked-first")  # the copy ranked first creates it
     copy.join(10)
     assert outcome[0].decision == Decision.BUSY and outcome[0].record.owner == "ranked-first"
-    assert request_counter.by_method().get("PUT") == 1  # only the first copy's create
+    assert counter.by_method().get("PUT") == 1  # only the first copy's create
 
 
 def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
     storage_env: str,
 ) -> None:
-    store = _racing_store(0.05)
+    store, counter = _racing_store(0.05)
     store._watch()._completed = 1.0  # first looks found keys done (so no create-first)
     key = min((f"first-{i}" for i in range(200)), key=store.create_delay)  # ranked first
     forget_known()
-    request_counter.reset()
+    counter.reset()
     outcome = OnceHandler(store, key, in_progress_timeout=60.0).begin()
     assert outcome.decision == Decision.EXECUTE
     # one look when its rank comes (the key still absent), then the create: no read before
-    assert request_counter.by_method() == {"GET": 1, "PUT": 1}
+    assert counter.by_method() == {"GET": 1, "PUT": 1}
