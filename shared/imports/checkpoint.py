@@ -17,9 +17,8 @@ or "members". A file finished (moved out of incoming/) drops the checkpoint's fi
 Fenced like the member rows: every write has `If-Match` on the ETag this holder last saw
 (or `If-None-Match: *` for the first), and a holder starts by writing its token into it,
 refusing one written by a higher token. A newer holder's first write changes the ETag,
-so a stale holder can never move the checkpoint again (`StaleHolder`). Each write carries
-its own id (`write`): a conflict is read back first, and a write of ours that landed but
-whose answer was lost (the SDK sent it again, and the copy met its own ETag) is kept, not
+so a stale holder can never move the checkpoint again (`StaleHolder`). A save whose answer
+was lost, sent again by the SDK, meets its own ETag: it is known as ours (`known_writes`), not
 taken for a newer holder.
 """
 
@@ -28,18 +27,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import (
-    ResourceExistsError,
-    ResourceModifiedError,
-    ResourceNotFoundError,
-)
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
 from shared.imports.member_table import StaleHolder
+from shared.known_writes import upload_if
 
 log = logging.getLogger("shared.imports")
 
@@ -74,25 +69,18 @@ class CheckpointStore:
     def save(self, data: dict[str, Any]) -> None:
         """Replace the checkpoint (If-Match on our last ETag); `StaleHolder` if it moved."""
         data = {**data, "invocations": self.data.get("invocations", 0)}  # this one's count
-        write = uuid.uuid4().hex
-        body = json.dumps({**data, "token": self.token, "saved_at": time.time(), "write": write},
+        body = json.dumps({**data, "token": self.token, "saved_at": time.time()},
                           separators=(",", ":")).encode()  # fmt: skip
         condition: dict[str, Any]
         if self._etag is None:
             condition = {"match_condition": MatchConditions.IfMissing}
         else:
             condition = {"etag": self._etag, "match_condition": MatchConditions.IfNotModified}
-        try:
-            result = self._blob.upload_blob(
-                body, overwrite=True, content_settings=ContentSettings("application/json"),
-                **condition,
-            )  # fmt: skip
-        except (ResourceModifiedError, ResourceExistsError):
-            stored, etag = self._read()
-            if stored.get("write") != write:
-                raise StaleHolder(self.account, self.token, None) from None
-            result = {"etag": etag}  # ours landed; the SDK's second copy met it
-        self._etag = result["etag"]
+        json_type = ContentSettings("application/json")
+        etag = upload_if(self._blob, body, overwrite=True, content_settings=json_type, **condition)
+        if etag is None:
+            raise StaleHolder(self.account, self.token, None)
+        self._etag = etag
         self.data = {**data, "token": self.token}
 
     def _read(self) -> tuple[dict[str, Any], str | None]:

@@ -621,7 +621,7 @@ class FencedMemberWriter:
                 log.warning(
                     "account %s: a members transaction (%d rows) met %s and did not land; "
                     "sending it again (%d of %d)",
-                    self.account, len(operations), type(error).__name__, attempt + 1, RESENDS,
+                    self.account, len(pending), type(error).__name__, attempt + 1, RESENDS,
                 )  # fmt: skip
                 time.sleep(RESEND_DELAY_S * 2**attempt)
         with self._count_lock:

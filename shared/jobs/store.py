@@ -5,13 +5,13 @@ never by exception class. Reads of something missing return None; a missing cont
 created by the writes that can come first (a new job) and means "no such job" to the others.
 
 Answers that never came. The SDK sends a request again when its answer is lost (connection
-reset, read timeout), so a write that landed meets its own result. A unit's marker carries
-its own write id (metadata `write`): a conflict after such a retry is read back, and the
-marker is ours if the id is there. The counter's increment is not idempotent, so it is sent
-with the SDK's retries off: sent again only when it surely did not land (never sent, or 503
-ServerBusy); when the outcome is unknown the counter is read instead, never incremented
-twice (a unit it then misses leaves it one short, which the watcher reconciles from the
-markers; one counted twice would announce the job before its last unit).
+reset, read timeout), so a write that landed meets its own result. A unit's marker is
+created with `known_writes.upload_if`, which knows its own copy when the SDK's second one
+meets it (409), so the unit is still counted. The counter's increment is not idempotent,
+so it is sent with the SDK's retries off: sent again only when it surely did not land (never
+sent, or 503 ServerBusy); when the outcome is unknown the counter is read instead, never
+incremented twice (a unit it then misses leaves it one short, which the watcher reconciles
+from the markers; one counted twice would announce the job before its last unit).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from shared import storage
 from shared.jobs.config import JobSettings
 from shared.jobs.layout import JobLayout, job_id_of, unit_id_of
 from shared.jobs.records import Completion, JobRecord, Marker, UnitState
+from shared.known_writes import upload_if
 
 log = logging.getLogger("shared.jobs")
 
@@ -59,17 +59,6 @@ def _missing(error: HttpResponseError) -> bool:
 
 def _conflict(error: HttpResponseError) -> bool:
     return error.status_code in (409, 412) and _code(error) != "ContainerNotFound"
-
-
-class _Retried:
-    """A call's `retry_hook`: `.count` is how often the SDK sent the request again (no
-    `__bool__`: the SDK calls a hook only if it is truthy)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, **_: Any) -> None:
-        self.count += 1
 
 
 @dataclass(frozen=True)
@@ -242,30 +231,17 @@ class JobStore:
     # unit markers -------------------------------------------------------------------------------
     def mark(self, job_id: str, unit_id: str, state: UnitState, reason: str | None = None) -> bool:
         """Create the unit's marker: True if this call created it, False if it existed."""
-        at, write = time.time(), uuid.uuid4().hex
+        at = time.time()
         body = json.dumps({"state": str(state), "at": at, "reason": reason}).encode()
-        metadata = {"state": str(state), "at": f"{at:.6f}", "write": write}
-        blob = self._blob(JobLayout(job_id).marker(unit_id))
-        retried = _Retried()
+        metadata = {"state": str(state), "at": f"{at:.6f}"}
+        name = JobLayout(job_id).marker(unit_id)
         try:
-            blob.upload_blob(body, overwrite=False, metadata=metadata, retry_hook=retried)
+            created = upload_if(self._blob(name), body, overwrite=False, metadata=metadata)
         except HttpResponseError as error:
             if _code(error) == "ContainerNotFound":
                 return True  # no container, no job: the caller finds the counter missing
-            if _conflict(error):
-                return bool(retried.count) and self._written_by(blob, write)
             raise
-        return True
-
-    def _written_by(self, blob: Any, write: str) -> bool:
-        """The blob's content is write `write`'s (ours landed; the SDK's copy met it)."""
-        try:
-            props = blob.get_blob_properties()
-        except HttpResponseError as error:
-            if _missing(error):
-                return False
-            raise
-        return bool((props.metadata or {}).get("write") == write)
+        return created is not None
 
     def unmark(self, job_id: str, unit_id: str) -> None:
         self.delete(JobLayout(job_id).marker(unit_id))
