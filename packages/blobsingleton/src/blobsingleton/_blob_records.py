@@ -175,45 +175,35 @@ class BlobRecordStore(RecordStore):
         self._watch().note_run(seconds)
 
     def put_if_absent(self, record: Record) -> Record:
+        return self._write(record, "create run-once record", creates=True, overwrite=False)
+
+    def replace(self, record: Record, etag: str) -> Record:
+        written = self._write(record, "update run-once record", overwrite=True, etag=etag,
+                              match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        self._watch().remember(blob_name(self.namespace, record.key), written)
+        return written
+
+    def _write(self, record: Record, operation: str, *, creates: bool = False,
+               **conditions: Any) -> Record:  # fmt: skip
+        """Upload `record` under `conditions` with a write id of its own; a conflict that
+        follows one of the SDK's retries is ours when the blob carries that id. `creates`:
+        a missing container is created and the write sent once more."""
         blob, body, write = self._blob(record.key), record.to_json(), _write_id()
         retried = _Retried()
+
+        def upload() -> Any:
+            metadata = _metadata(record, body, write)
+            return blob.upload_blob(body, metadata=metadata, retry_hook=retried, **conditions)
+
         try:
-            with _translated("create run-once record"):
-                props = retry_on_missing_container(
-                    self._container,
-                    lambda: blob.upload_blob(
-                        body, overwrite=False, metadata=_metadata(record, body, write),
-                        retry_hook=retried,
-                    ),
-                )  # fmt: skip
+            with _translated(operation):
+                props = retry_on_missing_container(self._container, upload) if creates else upload()
         except RecordConflict:
             landed = self._landed(blob, write) if retried.count else None
             if landed is None:
                 raise
             props = landed
         return _written(record, props)
-
-    def replace(self, record: Record, etag: str) -> Record:
-        blob, body, write = self._blob(record.key), record.to_json(), _write_id()
-        retried = _Retried()
-        try:
-            with _translated("update run-once record"):
-                props = blob.upload_blob(
-                    body,
-                    overwrite=True,
-                    metadata=_metadata(record, body, write),
-                    etag=etag,
-                    match_condition=MatchConditions.IfNotModified,
-                    retry_hook=retried,
-                )
-        except RecordConflict:
-            landed = self._landed(blob, write) if retried.count else None
-            if landed is None:
-                raise
-            props = landed
-        written = _written(record, props)
-        self._watch().remember(blob_name(self.namespace, record.key), written)
-        return written
 
     def delete(self, key: str, etag: str) -> None:
         self._watch().remember(blob_name(self.namespace, key), None)
