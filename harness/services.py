@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
-SENDGRID_SPEC = ROOT.parent / "shared" / "sendgrid" / "tsg_mail_v3.json"
+#: SendGrid's published Mail Send contract, kept in the repository with its source and licence.
+SENDGRID_SPEC = ROOT / "harness" / "contracts" / "sendgrid" / "tsg_mail_v3.json"
 
 
 #: Azurite's well-known development account (public, the same on every machine).
