@@ -80,7 +80,7 @@ audit: $(VENV)/.installed
 bench: setup
 	$(PY) -m bench all --json
 
-# The README's picture of the status page: a private Azurite, seeded, devhost, chromium.
+# The picture of the status page in docs/operations.md: a private Azurite, seeded, devhost, chromium.
 screenshot: setup
 	$(PY) -m tests.ops.screenshot docs/status-page.png
 

@@ -44,10 +44,10 @@ STOP_AFTER_S = 2.0
 #: A stopped holder releases at once: the waiter's next attempt. A killed one's key is free
 #: once its lease expires, at most LEASE_S after its last renewal (which is at most the kill),
 #: and the waiter's next attempt sees it. A killed `@once` sender's copy runs within the
-#: README's window, `in_progress_timeout` + 3 s after the sender's last write (its claim,
-#: STOP_AFTER_S before the kill; the 3 s are Last-Modified's whole second and the deferred
-#: copy's whole-second visibility): `once_kill_max_s` is that, from the kill, for the run's
-#: timeout (20 s in `bench all`).
+#: documented window (docs/guarantees.md), `in_progress_timeout` + 3 s after the sender's
+#: last write (its claim, STOP_AFTER_S before the kill; the 3 s are Last-Modified's whole
+#: second and the deferred copy's whole-second visibility): `once_kill_max_s` is that, from
+#: the kill, for the run's timeout (20 s in `bench all`).
 def once_kill_max_s(in_progress_timeout: float) -> float:
     return in_progress_timeout + 3.0 - STOP_AFTER_S
 

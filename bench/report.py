@@ -1,6 +1,7 @@
-"""`python -m bench.report [results.json]`: the README's Performance tables, as Markdown.
+"""`python -m bench.report [results.json]`: the tables of docs/performance.md, as Markdown.
 
-The tables in the README are this output for one `python -m bench all` run, pasted as is.
+The page pastes this output for one `python -m bench all` run as is, except `requests`, whose
+counts it explains row by row.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from shared import storage
 #: Requests per operation, at most. `@singleton` polling (`fair=False`): acquire, fencing
 #: token, release. Waiting in line (the default): one more, the releaser's look at the line,
 #: which is the floor for a fair release: waiters cannot write the leased lock blob and no
-#: lease operation reports them (README, "The physical floor").
+#: lease operation reports them (docs/performance.md, "The physical floor").
 TARGETS = {
     "singleton_invocation_polling": 3,
     "singleton_invocation": 4,

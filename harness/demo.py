@@ -94,7 +94,7 @@ def summary(
         f"it: npx azurite --skipApiVersionCheck --location {run_dir / 'azurite'}",
         f"  - the storm with no guard: python -m harness scenario notifications --app "
         f"{UNGUARDED_APP} --azurite",
-        "  - why it holds, and where it cannot: README, 'What is guaranteed, and what is not'",
+        "  - why it holds, and where it cannot: docs/guarantees.md",
         "  - the 8 x 1,000 benchmark: python -m harness scenario notifications --azurite",
     ]
     return "\n".join(rows)

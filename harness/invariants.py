@@ -58,9 +58,10 @@ def check_emails(
     faults_end: float,
 ) -> Invariant:
     """Each expected event emailed once. A duplicate is within the documented window when it is
-    the only one for its event (README: "one duplicate possible") and its first copy went out
-    while faults were active or within the in-progress timeout after them: a sender killed,
-    paused or cut off from storage after the send and before its completion write."""
+    the only one for its event (docs/guarantees.md: "one duplicate possible") and its first
+    copy went out while faults were active or within the in-progress timeout after them: a
+    sender killed, paused or cut off from storage after the send and before its completion
+    write."""
     copies: dict[str, list[float]] = {}
     for email in emails:
         copies.setdefault(email.event_id, []).append(email.sent_at)

@@ -8,8 +8,8 @@ conflict follows one of the SDK's retries (the call's `retry_hook` saw one), rea
 back: the write is ours if its id is there. A conflict at the first attempt is someone
 else's and costs no extra request.
 
-Used by the import's checkpoint and the jobs' unit markers; the library's run-once records
-do the same in `blobsingleton`'s own store.
+Used by the import's checkpoint, the jobs' unit markers and the email outbox; the library's
+run-once records do the same in `blobsingleton`'s own store.
 """
 
 from __future__ import annotations

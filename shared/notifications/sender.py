@@ -32,7 +32,7 @@ import time
 import urllib.error
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import python_http_client
 import sendgrid
@@ -43,6 +43,9 @@ from shared.notifications.errors import PermanentEmailError, TransientEmailError
 from shared.notifications.mail import Sender, mail_body
 from shared.notifications.message import Notification
 from shared.notifications.outbox import outbox_container, write_outbox
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 logger = logging.getLogger(__name__)
 
@@ -299,10 +302,13 @@ class OutboxSender:
         *,
         container: str | None = None,
         connection: str = "AzureWebJobsStorage",
+        client: ContainerClient | None = None,
     ) -> None:
+        """`client`: the outbox container's client; without one, `container` of `connection`."""
         self.sender = sender
-        self.container = outbox_container(container)
+        self.container = outbox_container(container) if client is None else client.container_name
         self.connection = connection
+        self.client = client
 
     def __repr__(self) -> str:
         return f"OutboxSender(container={self.container!r})"
@@ -310,8 +316,9 @@ class OutboxSender:
     def send(self, notification: Notification) -> SendResult:
         body = mail_body(notification, self.sender)
         name = write_outbox(
-            notification.event_id, body, container=self.container, connection=self.connection
-        )
+            notification.event_id, body, container=self.container, connection=self.connection,
+            client=self.client,
+        )  # fmt: skip
         return SendResult(self.provider, name, 1, None)
 
 

@@ -1,6 +1,6 @@
 """The import summary through the notification path when a run is run again (issue 23).
 
-Design (README, notifications): one summary email per account per run. Its event id is
+Design (docs/notifications.md): one summary email per account per run. Its event id is
 `import-{account}-{run_id}` and its content a function of the run's outcome only, so a re-run
 of the same run (a takeover after a crash between the enqueue and the run-once completion)
 renders the same notification, a true duplicate; a new run (a manual one) has its own id.

@@ -31,6 +31,7 @@ from shared.notifications import (
     TransientEmailError,
     read_outbox,
 )
+from tests.notifications.lossy_outbox import lossy_outbox, outbox_writes
 from tests.support import fresh_functions
 
 FAST = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01)
@@ -108,6 +109,21 @@ def test_sends_one_email_however_often_the_event_arrives(app_env: dict[str, str]
         [{"email": "ada@example.com"}],
         [{"email": "grace@example.org"}],
     ]
+    assert poison_messages(app_env) == []
+
+
+def test_an_email_whose_outbox_answer_was_lost_is_sent_once(
+    app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sender, transport = lossy_outbox(Sender("notifications@example.com"))
+    monkeypatch.setattr(notifications, "sender_from_settings", lambda: sender)
+    fn = user_function()
+    body = event()
+    transport.arm(outbox_writes)
+    assert fn(message(body)) is None  # the delivery completes: not retried by the host
+    assert transport.lost == 1
+    fn(message(body))  # a later copy of the event finds it sent
+    assert [e.event_id for e in read_outbox()] == [body["event_id"]]
     assert poison_messages(app_env) == []
 
 

@@ -20,6 +20,7 @@ from shared.notifications import (
     sender_from_settings,
 )
 from shared.poison import poison_queue_name, reject
+from tests.notifications.lossy_outbox import lossy_outbox, outbox_writes
 
 FROM = Sender("notifications@example.com")
 
@@ -71,6 +72,16 @@ def test_explicit_container(app_env: dict[str, str]) -> None:
     sender.send(note())
     assert read_outbox() == []
     assert len(read_outbox(sender.container)) == 1
+
+
+def test_a_send_whose_answer_was_lost_is_one_email_reported_sent(app_env: dict[str, str]) -> None:
+    sender, transport = lossy_outbox(FROM)
+    transport.arm(outbox_writes)
+    result = sender.send(note())  # landed, answer lost; the SDK's copy met BlobAlreadyExists
+    assert transport.lost == 1
+    [email] = read_outbox(event_id="order-42-shipped")
+    assert email.blob_name == result.message_id
+    assert email.mail == mail_body(note(), FROM)
 
 
 def test_reject_copies_the_body_to_the_poison_queue(

@@ -1,6 +1,6 @@
 """A seeded app on devhost and Debian's chromium under Playwright: for the page test and for
-the README's screenshot (`make screenshot`). Never `playwright install`: the browser is the
-one the project's set-up installs with apt-get."""
+the status page's screenshot in docs/operations.md (`make screenshot`). Never `playwright
+install`: the browser is the one the project's set-up installs with apt-get."""
 
 from __future__ import annotations
 

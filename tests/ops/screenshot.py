@@ -1,4 +1,4 @@
-"""Write the README's status-page screenshot: `make screenshot` (docs/status-page.png).
+"""Write the status-page screenshot of docs/operations.md: `make screenshot` (docs/status-page.png).
 
 Starts a private Azurite, seeds it (a lock held, a run completed, a job in progress),
 runs devhost and photographs the page on a phone-sized screen. The tests never write here.

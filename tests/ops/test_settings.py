@@ -1,5 +1,5 @@
 """Static check: every app setting the code reads is in infra/main.bicep, in
-local.settings.sample.json and in the README's settings table, and nothing else is.
+local.settings.sample.json and in the settings table of docs/settings.md, and nothing else is.
 
 "The code" is the deployed app: function_app.py, functions/, shared/ and the library. A
 setting is read where a string literal is passed to a settings reader (`setting`, `require`,
@@ -43,7 +43,7 @@ HOST_ONLY = {
         "AzureWebJobsFeatureFlags",
         "PYTHON_ENABLE_WORKER_EXTENSIONS",
     },
-    "readme": {"PYTHON_ENABLE_WORKER_EXTENSIONS"},
+    "docs": {"PYTHON_ENABLE_WORKER_EXTENSIONS"},
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")
@@ -122,9 +122,10 @@ def sample_settings() -> set[str]:
     return {_base(name) for name in values}
 
 
-def readme_settings() -> set[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## App settings", 1)[1].split("\n## ", 1)[0]
+def documented_settings() -> set[str]:
+    """The settings in the first column of docs/settings.md's table (its first section)."""
+    text = (ROOT / "docs" / "settings.md").read_text()
+    section = text.split("# App settings\n", 1)[1].split("\n## ", 1)[0]
     names: set[str] = set()
     for line in section.splitlines():
         if line.startswith("| `"):
@@ -139,12 +140,12 @@ def test_the_scan_finds_settings_of_every_kind() -> None:
             "AzureWebJobsStorage", "EMAIL_FROM"} <= code  # fmt: skip
 
 
-def test_template_sample_and_readme_list_exactly_the_settings_the_code_reads() -> None:
+def test_template_sample_and_docs_list_exactly_the_settings_the_code_reads() -> None:
     code = settings_read_by_the_code()
     lists = {
         "template": ("infra/main.bicep", template_settings()),
         "sample": ("local.settings.sample.json", sample_settings()),
-        "readme": ("README.md settings table", readme_settings()),
+        "docs": ("docs/settings.md settings table", documented_settings()),
     }
     for kind, (where, listed) in lists.items():
         allowed = HOST_ONLY[kind]
