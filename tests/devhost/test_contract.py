@@ -154,7 +154,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
 ) -> None:
     functions = indexed("function_app", APP_ROOT)
     queue_and_timer = {
-        "send_notification", "run_job_unit", "fail_job_unit", "import_account",
+        "send_notification", "run_job_unit", "fail_job_unit", "announce_job", "import_account",
         "watch_jobs", "nightly_import",
     }  # fmt: skip
     base = "http://localhost/api"
@@ -183,6 +183,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
     assert run_queue(functions["send_notification"], b"not json") is None  # poisoned at once
     assert run_queue(functions["run_job_unit"], b"{}") is None
     assert run_queue(functions["fail_job_unit"], b"{}") is None
+    assert run_queue(functions["announce_job"], b"{}") is None
     assert run_queue(functions["import_account"], b"{}") is None
     assert run(functions["watch_jobs"], timer_request()) is None
     assert run(functions["nightly_import"], timer_request()) is None

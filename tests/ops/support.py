@@ -15,6 +15,7 @@ from blobsingleton.records import BlobRecordStore, Record, Status
 from shared import storage
 from shared.imports.report import RunReport
 from shared.jobs import JobRequest, JobSettings, JobStore, submit_job
+from shared.jobs.callback_url import CallbackPolicy, parse_networks
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ def start_job(job_id: str, units: int) -> None:
         "units": [{"id": f"u{i}", "payload": {"n": i}} for i in range(units)],
         "callback_url": "http://127.0.0.1:9/done",
     }
-    submit_job(JobRequest.parse(json.dumps(body), max_units=100), JobStore(settings))
+    local = CallbackPolicy(parse_networks("127.0.0.0/8", "test"), allow_http=True)
+    request = JobRequest.parse(json.dumps(body), max_units=100, policy=local)
+    submit_job(request, JobStore(settings))
 
 
 def write_import_report(account: str, run_id: str, imported: int, rejected: int) -> None:
