@@ -179,3 +179,26 @@ def test_the_watcher_timer_finishes_a_job_whose_counter_lags(
     [post] = receiver.posts
     assert post.body["units_done"] == 2
     assert body_of(get("lag"))["archived"] is True
+
+
+def test_only_the_status_code_of_a_refusal_is_stored_and_shown(jobs_env: JobSettings) -> None:
+    """The receiver's answer body (an internal service's error page, say) goes nowhere."""
+    with CallbackReceiver(statuses=[404]) as refusing:
+        post_job({"job_id": "refused", "units": units(1), "callback_url": refusing.url})
+        run_units(jobs_env)
+    shown = body_of(get("refused"))
+    assert shown["announcement"]["http_status"] == 404
+    assert shown["announcement"]["reason"] == "HTTP 404"
+    assert "test" not in json.dumps(shown)  # the receiver answered {"error": "test"}
+    archived = JobStore(jobs_env).read_archive("refused")
+    assert archived is not None and "test" not in json.dumps(archived)
+
+
+def test_a_body_recorded_by_an_older_version_is_not_shown(jobs_env: JobSettings) -> None:
+    from shared.jobs.records import Announcement, AnnouncementState
+    from shared.jobs.status import announcement_view
+
+    old = Announcement(AnnouncementState.REFUSED, 1, 0.0, 403, "HTTP 403: <html>intranet</html>")
+    assert announcement_view(old) == {
+        "state": "refused", "attempts": 1, "at": 0.0, "http_status": 403, "reason": "HTTP 403"
+    }  # fmt: skip

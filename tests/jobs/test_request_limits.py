@@ -22,6 +22,9 @@ from shared.jobs.request import MAX_REQUEST_BYTES, MAX_REQUEST_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
+#: The host's own limit when FUNCTIONS_REQUEST_BODY_SIZE_LIMIT is unset (the deployment and the
+#: sample set 8 MiB): the function's own refusal is what the devhost tests measure.
+HOST_DEFAULT_LIMIT = {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT": "104857600"}
 
 
 def nested(size: int) -> bytes:
@@ -86,7 +89,7 @@ def job_host(jobs_env: JobSettings) -> Iterator[tuple[Supervisor, int, str]]:
     host = Supervisor(
         HostOptions(
             app_dir=str(ROOT), http_port=port, functions=["start_job", "get_job"],
-            drain_timeout=5, settings={"DEVHOST_FUNCTION_KEY": key},
+            drain_timeout=5, settings={"DEVHOST_FUNCTION_KEY": key, **HOST_DEFAULT_LIMIT},
         )
     )  # fmt: skip
     host.start()
