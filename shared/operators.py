@@ -45,6 +45,8 @@ from enum import Enum
 
 from blobsingleton.settings import setting
 
+from shared.settings import parse_flag
+
 log = logging.getLogger(__name__)
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
@@ -96,19 +98,12 @@ class OperatorSettings:
     @classmethod
     def from_env(cls) -> OperatorSettings:
         return cls(
-            easy_auth=_flag(setting("OPS_EASY_AUTH"), "OPS_EASY_AUTH"),
+            easy_auth=parse_flag(setting("OPS_EASY_AUTH"), "OPS_EASY_AUTH"),
             platform_auth=(setting("WEBSITE_AUTH_ENABLED") or "").strip().lower() == "true",
             read_role=setting("OPS_READ_ROLE") or DEFAULT_READ_ROLE,
             operate_role=setting("OPS_OPERATE_ROLE") or DEFAULT_OPERATE_ROLE,
             keys=parse_keys(setting("OPS_OPERATOR_KEYS") or ""),
         )
-
-
-def _flag(raw: str | None, name: str) -> bool:
-    value = (raw or "false").strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"app setting {name} must be true or false, not {raw!r}")
-    return value == "true"
 
 
 def parse_keys(raw: str) -> tuple[tuple[str, str], ...]:

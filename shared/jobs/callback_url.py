@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from blobsingleton.settings import setting
 
 from shared.jobs.errors import BlockedCallback, UnresolvableCallback
+from shared.settings import parse_flag
 
 MAX_URL_LENGTH = 2048
 #: Seconds a name may take to resolve when the caller gives no deadline (a submission).
@@ -117,13 +118,6 @@ def parse_networks(raw: str, name: str) -> tuple[IPNetwork, ...]:
         except ValueError as error:
             raise ValueError(f"app setting {name}: {item!r} is not a network ({error})") from None
     return tuple(networks)
-
-
-def parse_flag(raw: str | None, name: str) -> bool:
-    value = (raw or "false").strip().lower()
-    if value not in ("true", "false", "1", "0"):
-        raise ValueError(f"app setting {name} must be true or false, not {raw!r}")
-    return value in ("true", "1")
 
 
 def resolve(host: str, port: int, seconds: float = RESOLVE_SECONDS) -> list[str]:

@@ -9,14 +9,9 @@ import time
 
 import pytest
 
-from shared.jobs.callback_url import (
-    CallbackPolicy,
-    check_callback_url,
-    parse_flag,
-    parse_networks,
-    resolve,
-)
+from shared.jobs.callback_url import CallbackPolicy, check_callback_url, parse_networks, resolve
 from shared.jobs.errors import BlockedCallback, UnresolvableCallback
+from shared.settings import parse_flag
 
 
 def resolver(*addresses: str):  # a DNS answer of our choosing, for names we cannot register
