@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # its Azurite stay together). 1 runs them in this process, one after the other.
 TEST_WORKERS ?= 3
 
-.PHONY: setup chromium demo test test-fast test-lib test-long lint docs dist audit bench screenshot clean
+.PHONY: setup chromium demo test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -28,7 +28,9 @@ chromium:
 $(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	# The hashed lock (make lock): pip refuses any file whose hash is not in it. It replaces the
+	# venv's bundled setuptools too.
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	# The library as an editable install, so a change to it is tested without reinstalling.
 	$(PY) -m pip install --quiet --no-deps -e packages/blobsingleton
 	touch $@
@@ -72,9 +74,20 @@ dist: $(VENV)/.installed
 	rm -rf dist && $(PY) -m build --outdir dist packages/blobsingleton
 	$(PY) -m twine check --strict dist/*
 
-# Known vulnerabilities in the pinned dependencies (needs network access to PyPI / OSV).
-audit: $(VENV)/.installed
-	$(PY) -m pip_audit --strict -r requirements.txt -r requirements-dev.txt
+# requirements.txt and requirements-dev.txt, hashed, from the .in files, and the library's wheel
+# in deploy/ (deploy/lock.py; needs PyPI). Run after editing a .in file or the library.
+lock: $(VENV)/.installed
+	$(PY) deploy/lock.py
+
+# Known vulnerabilities in the locked dependencies: requirements-dev.txt holds every package
+# the deployment installs (at the same versions) and the dev tools; package-lock.json the
+# Node tools. Needs PyPI's JSON API (or OSV) and the npm registry. --strict: a package that
+# could not be audited fails the run, so "no known vulnerabilities" is only ever said of all.
+AUDIT_FAILED = echo "make audit: FAILED: a known vulnerability, or a package that could not be audited (no vulnerability service reachable?). This is not a clean result." >&2; exit 1
+audit: $(VENV)/.installed node_modules/.installed
+	$(PY) -m pip_audit --strict --disable-pip --require-hashes -r requirements-dev.txt || { $(AUDIT_FAILED); }
+	npm audit --audit-level=low || { $(AUDIT_FAILED); }
+	@echo "make audit: every locked Python and Node package audited: no known vulnerability"
 
 # Every benchmark against one private Azurite (~10 minutes): bench/results/results.json + plots.
 bench: setup

@@ -3,6 +3,10 @@
 Route templates take `{param}`, `{param:constraint}`, `{param?}` and `{*rest}`. Keys come in
 `?code=` or `x-functions-key`, checked as the host checks them: authLevel function takes the
 function key or the admin (master) key, authLevel admin only the admin key.
+
+Request bodies: as the host's Kestrel server, a `Content-Length` over the limit is answered
+413 before the body is read (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT, bytes; the host's default is
+100 MB), and the connection is closed.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -25,6 +30,9 @@ from devhost.invocation import invoke
 from devhost.stats import WorkerStats
 
 log = logging.getLogger("devhost.http")
+
+#: The host's request body limit when FUNCTIONS_REQUEST_BODY_SIZE_LIMIT is not set (100 MB).
+DEFAULT_BODY_LIMIT = 104_857_600
 
 _PARAM = re.compile(r"\{(\*?)([A-Za-z_][A-Za-z0-9_]*)(?::([^}?=]+))?(=[^}]*)?(\?)?\}")
 _CONSTRAINTS = {
@@ -78,6 +86,15 @@ def _default_params(template: str) -> dict[str, str]:
     return {m.group(2): m.group(4)[1:] for m in _PARAM.finditer(template) if m.group(4) is not None}
 
 
+def body_limit() -> int:
+    """The request body limit the host applies (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT)."""
+    raw = os.environ.get("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "")
+    try:
+        return int(raw)
+    except ValueError:
+        return DEFAULT_BODY_LIMIT  # the host ignores a value it cannot parse
+
+
 def to_response(result: Any) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body from the `$return` datum the worker encoded (`http` or `string`)."""
     if isinstance(result, meta.Datum) and result.type == "http":
@@ -114,6 +131,7 @@ class HttpHost:
         self.prefix = f"/{route_prefix.strip('/')}" if route_prefix.strip("/") else ""
         self._key = function_key
         self._admin_key = admin_key
+        self.body_limit = body_limit()
         self._stats = stats
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
@@ -167,6 +185,11 @@ class HttpHost:
         split = urlsplit(handler.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         length = int(handler.headers.get("Content-Length") or 0)
+        if length > self.body_limit:  # as Kestrel: refused unread, the connection closed
+            log.info("413 %s %s: Content-Length %d over %d", method, split.path, length,
+                     self.body_limit)  # fmt: skip
+            handler.close_connection = True
+            return _send(handler, 413, {"Connection": "close"}, b"")
         body = handler.rfile.read(length) if length else b""  # always read: keep-alive
         candidates = self.match(split.path)
         if not candidates:

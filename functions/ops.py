@@ -1,16 +1,23 @@
 """The operator's HTTP API and status page.
 
     GET  /api/locks       ?prefix=&limit=&next=          every lock: holder, token, since
-    GET  /api/runs        ?prefix=&state=&limit=&next=   run-once records
+    GET  /api/runs        ?prefix=&state=&limit=&next=   run-once records (outcomes: operators)
     GET  /api/jobs        ?prefix=&limit=&next=          batch jobs: progress, callback state
     GET  /api/imports     ?prefix=&limit=&next=          each account's last import and report
-    POST /api/locks/{key}/break  {"reason": "..."}       admin key; audited; answers the token
-    POST /api/runs/{key}/reset   {"reason": "..."}       admin key; audited
+    POST /api/locks/{key}/break  {"reason": "..."}       operators; audited; answers the token
+    POST /api/runs/{key}/reset   {"reason": "..."}       operators; audited
     GET  /api/status                                     the status page (reads the above)
+    GET  /api/status/{asset}                             its script and style sheet
 
-Reads need a function key; changes need the admin (master) key. Keys in the route are user
-input: they are validated by the library's key rules before they name a blob, and anything
-wrong is a 400 saying what.
+Every route is anonymous at the host and authorised in code by an identity (shared.operators):
+an App Service authentication principal with an app role, or an operator key in the
+X-Operator-Key header; never a function key, never the master key, never a key in a URL
+(refused, 400). Reads need the read role; break, reset and run outcomes the operate role (or
+an operator key). The page and its assets hold no data and are served to anyone.
+
+Keys in the route are user input: they are validated by the library's key rules before they
+name a blob, and anything wrong is a 400 saying what. Every answer carries no-store,
+nosniff and a Content-Security-Policy that forbids framing.
 """
 
 from __future__ import annotations
@@ -27,10 +34,27 @@ from blobsingleton.config import validate_key
 from blobsingleton.errors import InvalidKey
 
 from shared import ops as app_ops
+from shared.operators import Access, NotAuthorized, Operator, authorize
 
 log = logging.getLogger(__name__)
 
-STATUS_PAGE = Path(__file__).resolve().parent / "static" / "status.html"
+STATIC = Path(__file__).resolve().parent / "static"
+STATUS_PAGE = STATIC / "status.html"
+#: The page's assets by the name in its route, with their media types (nothing else is served).
+ASSETS = {"status.js": "text/javascript", "status.css": "text/css"}
+
+#: Headers of every answer: nothing cached, nothing sniffed, never framed.
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 bp = func.Blueprint()
 
@@ -40,14 +64,27 @@ def _json(status: int, body: Any) -> func.HttpResponse:
         json.dumps(body, default=str),
         status_code=status,
         mimetype="application/json",
-        headers={"Cache-Control": "no-store"},
+        headers={**SECURITY_HEADERS, "Content-Security-Policy": API_CSP},
     )
 
 
-def _answer(action: Callable[[], Any]) -> func.HttpResponse:
-    """Run `action`; map what an operator got wrong to 400/404/409 with a clear message."""
+def _refused(error: NotAuthorized) -> func.HttpResponse:
+    body: dict[str, Any] = {"error": error.message}
+    if error.login_url:
+        body["login_url"] = error.login_url
+    return _json(error.status, body)
+
+
+def _answer(
+    req: func.HttpRequest, need: Access, action: Callable[[Operator], Any]
+) -> func.HttpResponse:
+    """Authorise, then run `action`; map what an operator got wrong to 400/404/409."""
     try:
-        result = action()
+        operator = authorize(req.headers, req.params, need)
+    except NotAuthorized as error:
+        return _refused(error)
+    try:
+        result = action(operator)
     except (InvalidKey, ops.InvalidRequest) as error:
         return _json(400, {"error": str(error)})
     except ops.NotFound as error:
@@ -62,87 +99,94 @@ def _query(req: func.HttpRequest) -> tuple[str, int, str | None]:
     return req.params.get("prefix") or "", limit, req.params.get("next") or None
 
 
-def _change_request(req: func.HttpRequest) -> tuple[str, str]:
-    """The reason from the JSON body, and who asks (the signed-in user behind Easy Auth)."""
+def _reason(req: func.HttpRequest) -> str:
+    """The reason from the JSON body. JSON only: a cross-site form cannot send it without a
+    CORS preflight, so a signed-in operator's browser cannot be made to break a lock."""
+    media = (req.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise ops.InvalidRequest("the body must be JSON (Content-Type: application/json)")
     try:
         body = req.get_json()
     except ValueError as error:
         raise ops.InvalidRequest('the body must be JSON: {"reason": "..."}') from error
     if not isinstance(body, dict):
         raise ops.InvalidRequest('the body must be a JSON object: {"reason": "..."}')
-    reason = ops.validate_reason(body.get("reason"))
-    principal = req.headers.get("x-ms-client-principal-name")
-    return reason, f"{principal} (admin key)" if principal else "admin key"
+    return ops.validate_reason(body.get("reason"))
 
 
 def _key(req: func.HttpRequest) -> str:
     return validate_key(req.route_params.get("key"))
 
 
-@bp.route(route="locks", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="locks", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_locks(req: func.HttpRequest) -> func.HttpResponse:
     """Every lock, held or free, filtered by key prefix, one page at a time."""
-    return _answer(lambda: ops.list_locks(*_query(req)))
+    return _answer(req, Access.READ, lambda _: ops.list_locks(*_query(req)))
 
 
-@bp.route(route="runs", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="runs", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_runs(req: func.HttpRequest) -> func.HttpResponse:
-    """Run-once records, filtered by key prefix and state."""
+    """Run-once records, filtered by key prefix and state; outcomes for operators only."""
 
-    def page() -> ops.Page:
+    def page(operator: Operator) -> ops.Page:
         prefix, limit, marker = _query(req)
-        return ops.list_runs(prefix, req.params.get("state") or None, limit, marker)
+        found = ops.list_runs(prefix, req.params.get("state") or None, limit, marker)
+        return found if operator.can_operate else app_ops.without_outcomes(found)
 
-    return _answer(page)
+    return _answer(req, Access.READ, page)
 
 
-@bp.route(route="jobs", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_jobs(req: func.HttpRequest) -> func.HttpResponse:
     """Batch jobs with progress and callback state."""
-    return _answer(lambda: app_ops.list_jobs(*_query(req)))
+    return _answer(req, Access.READ, lambda _: app_ops.list_jobs(*_query(req)))
 
 
-@bp.route(route="imports", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="imports", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_imports(req: func.HttpRequest) -> func.HttpResponse:
     """Each account's last import run with its report (counts, rejected files, errors)."""
-    return _answer(lambda: app_ops.list_imports(*_query(req)))
+    return _answer(req, Access.READ, lambda _: app_ops.list_imports(*_query(req)))
 
 
-@bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ADMIN)
+@bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_break_lock(req: func.HttpRequest) -> func.HttpResponse:
     """Break a held lock now; the answer's token is the one the next holder will exceed."""
-
-    def act() -> dict[str, Any]:
-        key = _key(req)
-        reason, by = _change_request(req)
-        return ops.break_lock(key, reason, by)
-
-    return _answer(act)
+    return _answer(
+        req, Access.OPERATE, lambda operator: ops.break_lock(_key(req), _reason(req), operator.who)
+    )
 
 
-@bp.route(route="runs/{key}/reset", methods=["POST"], auth_level=func.AuthLevel.ADMIN)
+@bp.route(route="runs/{key}/reset", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_reset_run(req: func.HttpRequest) -> func.HttpResponse:
     """Free a run-once key so it runs again (for example one account's import tonight)."""
-
-    def act() -> dict[str, Any]:
-        key = _key(req)
-        reason, by = _change_request(req)
-        return ops.reset_run(key, reason, by)
-
-    return _answer(act)
+    return _answer(
+        req, Access.OPERATE, lambda operator: ops.reset_run(_key(req), _reason(req), operator.who)
+    )
 
 
-@bp.route(route="status", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="status", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_status_page(req: func.HttpRequest) -> func.HttpResponse:
-    """The status page: static HTML and JS that reads the API above with the same key."""
+    """The status page: static HTML; its script reads the API above as the signed-in user
+    (or with the operator key typed into it). A key in its URL is refused, not used."""
+    if "code" in req.params:
+        return _refused(NotAuthorized(400, "keys are never accepted in a URL: open /api/status "
+                                      "without ?code= and rotate that key"))  # fmt: skip
+    return _static(STATUS_PAGE.read_bytes(), "text/html")
+
+
+@bp.route(route="status/{asset}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def ops_status_asset(req: func.HttpRequest) -> func.HttpResponse:
+    """The status page's script and style sheet (external: the page allows no inline code)."""
+    name = req.route_params.get("asset") or ""
+    if name not in ASSETS:
+        return _json(404, {"error": f"no asset {name[:64]!r}"})
+    return _static((STATIC / name).read_bytes(), ASSETS[name])
+
+
+def _static(body: bytes, mimetype: str) -> func.HttpResponse:
     return func.HttpResponse(
-        STATUS_PAGE.read_bytes(),
-        mimetype="text/html",
+        body,
+        mimetype=mimetype,
         charset="utf-8",
-        headers={
-            "Cache-Control": "no-store",
-            "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline';"
-            " style-src 'unsafe-inline'; connect-src 'self'",
-            "Referrer-Policy": "no-referrer",
-        },
+        headers={**SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP},
     )

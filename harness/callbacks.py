@@ -2,7 +2,11 @@
 
 Used by the batch scenario, the fan-in benchmark and the job tests in place of the external
 service a job announces its completion to. It answers `statuses` in turn (then 200), and
-can hold its answers (`hold()`) so a test can kill the caller while the POST is in flight.
+can hold its answers (`hold()`) so a test can kill the caller while the POST is in flight,
+or dribble them (`dribble()`) one byte at a time, as a receiver that never quite answers.
+
+It listens on loopback over plain http, which the app refuses unless told otherwise: every
+run that posts to it gives the app RECEIVER_SETTINGS, explicitly.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+#: The app settings that let the app call this receiver (loopback, plain http): for tests,
+#: the demo and the benchmarks only, never a deployment.
+RECEIVER_SETTINGS = {
+    "JOB_CALLBACK_ALLOWED_NETWORKS": "127.0.0.0/8",
+    "JOB_CALLBACK_ALLOW_HTTP": "true",
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,8 @@ class CallbackReceiver:
         self._changed = threading.Condition()
         self._released = threading.Event()
         self._released.set()
+        self._dribble: float | None = None
+        self.answered = threading.Event()  # set when an answer ends, or its caller hung up
         self.arrived = threading.Event()  # set at each POST (tests clear it)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -70,6 +83,16 @@ class CallbackReceiver:
             yield
         finally:
             self._released.set()
+
+    @contextmanager
+    def dribble(self, every: float) -> Iterator[None]:
+        """Answer POSTs in the block one byte every `every` seconds (the status line first),
+        for as long as the caller keeps reading."""
+        self._dribble = every
+        try:
+            yield
+        finally:
+            self._dribble = None
 
     @property
     def posts(self) -> list[CallbackPost]:
@@ -116,12 +139,28 @@ class CallbackReceiver:
                 status = receiver._record(self.path, self.headers.get("Idempotency-Key"), raw)
                 receiver._released.wait(120)
                 payload = b'{"ok": true}' if status < 400 else b'{"error": "test"}'
+                every = receiver._dribble
                 with contextlib.suppress(OSError):  # the caller may have given up (timeout)
+                    if every is not None:
+                        self._dribble_answer(status, every)
+                        return
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
+                receiver.answered.set()
+
+            def _dribble_answer(self, status: int, every: float) -> None:
+                head = f"HTTP/1.1 {status} OK\r\nContent-Type: text/plain\r\n".encode()
+                try:
+                    for byte in head + b"X-Slow: " + b"x" * 10_000:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(every)
+                finally:
+                    receiver.answered.set()
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

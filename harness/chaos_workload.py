@@ -86,7 +86,8 @@ class Workload:
     # names
 
     def all_queues(self) -> list[str]:
-        work = [*self.notification_queues, *self.queues.values()]
+        announce = f"{self.job_run.queue}-announce"  # finished jobs' callbacks, from the watcher
+        work = [*self.notification_queues, *self.queues.values(), announce]
         return work + [f"{q}-poison" for q in work] + [f"{self.job_run.queue}-poison-poison"]
 
     def work_queues(self) -> list[str]:

@@ -41,13 +41,13 @@ def paced(max_backlog: int, stop: threading.Event | None = None) -> Enqueuer:
         return enqueue_units
 
     def enqueue(request: JobRequest, store: JobStore) -> None:
-        total = len(request.units)
-        for start in range(0, total, CHUNK):
+        units = list(request.units)  # the harness submits its units inline
+        for start in range(0, len(units), CHUNK):
             while queue_depth(store.settings.queue) > max(0, max_backlog - CHUNK):
                 if stop is not None and stop.is_set():
                     return
                 time.sleep(0.2)
-            enqueue_units(request, store, range(start, min(total, start + CHUNK)))
+            enqueue_units(request, store, units[start : start + CHUNK])
 
     return enqueue
 

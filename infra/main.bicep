@@ -23,6 +23,15 @@ param importReportTo string = ''
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
+@description('Client id of the Entra app registration that signs operators in (App Service authentication, app roles Ops.Read and Ops.Operate); empty: no sign-in, operator keys only.')
+param operatorAuthClientId string = ''
+
+@description('OPS_OPERATOR_KEYS: comma-separated NAME=<SHA-256 of the key> (python -m shared.operators new-key NAME); empty: none.')
+param operatorKeys string = ''
+
+@description('JOB_CALLBACK_ALLOWED_NETWORKS: non-public networks (CIDR) callback receivers may be in, e.g. the virtual network of an internal receiver; empty: public receivers only.')
+param callbackAllowedNetworks string = ''
+
 var storageName = take(toLower(replace('${appName}st${uniqueString(resourceGroup().id)}', '-', '')), 24)
 var deploymentContainer = 'app-package'
 
@@ -43,6 +52,13 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
 resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
   parent: storage
   name: 'default'
+}
+
+// Job definitions submitted by reference (units_blob); clients write them here with a role
+// scoped to this container (Storage Blob Data Contributor) or a SAS.
+resource definitionsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: 'job-definitions'
 }
 
 resource packageContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
@@ -134,7 +150,16 @@ var appSettings = {
   JOB_STALL_SECONDS: '60'
   JOB_CALLBACK_TIMEOUT: '10'
   JOB_CALLBACK_ATTEMPTS: '5'
+  JOB_CALLBACK_DEADLINE: '60'
   JOB_CALLBACK_GIVE_UP_HOURS: '24'
+  JOB_CALLBACK_ALLOWED_NETWORKS: callbackAllowedNetworks
+  JOB_CALLBACK_ALLOW_HTTP: 'false' // development only
+  JOB_DEFINITIONS_CONTAINER: definitionsContainer.name
+  FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '8388608' // the host refuses larger bodies unread (413)
+  OPS_EASY_AUTH: empty(operatorAuthClientId) ? 'false' : 'true'
+  OPS_READ_ROLE: 'Ops.Read'
+  OPS_OPERATE_ROLE: 'Ops.Operate'
+  OPS_OPERATOR_KEYS: operatorKeys
 }
 
 resource app 'Microsoft.Web/sites@2024-04-01' = {
@@ -164,6 +189,30 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   dependsOn: [ packageContainer ]
 }
 
+// App Service authentication in front of the app, for the operators' sign-in (shared.operators
+// trusts the principal it passes only with OPS_EASY_AUTH=true and the platform's
+// WEBSITE_AUTH_ENABLED=True). Unauthenticated requests still reach the app: job clients use
+// function keys, and the ops routes refuse callers without an identity themselves.
+resource auth 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(operatorAuthClientId)) {
+  parent: app
+  name: 'authsettingsV2'
+  properties: {
+    platform: { enabled: true }
+    globalValidation: { requireAuthentication: false, unauthenticatedClientAction: 'AllowAnonymous' }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: operatorAuthClientId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: { allowedAudiences: [ 'api://${operatorAuthClientId}', operatorAuthClientId ] }
+      }
+    }
+    login: { tokenStore: { enabled: true } }
+  }
+}
+
 // What the app's identity may do on the storage account (nothing else gets access).
 var roles = {
   blobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // host, locks, records, files, deployment
@@ -182,5 +231,5 @@ resource roleAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
 }]
 
 output appUrl string = 'https://${app.properties.defaultHostName}'
-output statusPage string = 'https://${app.properties.defaultHostName}/api/status?code=<function or admin key>'
+output statusPage string = 'https://${app.properties.defaultHostName}/api/status' // sign in, or an operator key
 output storageAccount string = storage.name

@@ -5,7 +5,11 @@
     python -m shared.ops locks|runs|break|reset ...      the library's (blobsingleton.ops)
 
 Reads the storage the app uses (AzureWebJobsStorage: connection string or identity settings).
-Import reports hold counts, file names and reasons only, never member data.
+
+What the views show, whoever asks: an import report as counts, file names, locations and
+reasons (`report_view`: an allow-list of fields; the stored report's rejection samples carry
+member ids, which are left out), and a job's callback by its state and HTTP status only. Run
+outcomes (what a run-once function returned) are for operators only (`without_outcomes`).
 """
 
 from __future__ import annotations
@@ -86,6 +90,39 @@ def _last_report(container: Any, account: str) -> dict[str, Any] | None:
     return report
 
 
+#: The fields of a stored run report an operator view shows (shared.imports.report): counts,
+#: names, times and reasons; a field added to the report is not shown until it is listed here.
+REPORT_FIELDS = ("account", "run_id", "run_date", "trigger", "token", "instance", "status",
+                 "started_at", "finished_at", "duration_s", "totals", "errors")  # fmt: skip
+FILE_FIELDS = ("name", "kind", "status", "token", "bytes", "records", "imported", "rejected",
+               "added", "changed", "terminated", "reinstated", "unchanged", "duration_s",
+               "error", "audit", "reasons")  # fmt: skip
+REJECTION_FIELDS = ("location", "line", "reason")  # never member_id
+
+
+def report_view(report: dict[str, Any]) -> dict[str, Any]:
+    """The run report without member data: only the fields listed above."""
+    view = {name: report[name] for name in REPORT_FIELDS if name in report}
+    files = []
+    for entry in report.get("files") or []:
+        file_view = {name: entry[name] for name in FILE_FIELDS if name in entry}
+        file_view["rejections"] = [
+            {name: sample[name] for name in REJECTION_FIELDS if name in sample}
+            for sample in entry.get("rejections") or []
+        ]
+        files.append(file_view)
+    view["files"] = files
+    return view
+
+
+def without_outcomes(page: ops.Page) -> ops.Page:
+    """Run-once records without what the runs returned (for readers who are not operators)."""
+    items = [
+        {name: value for name, value in item.items() if name != "outcome"} for item in page.items
+    ]
+    return ops.Page(items, page.next, page.namespace)
+
+
 def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -> ops.Page:
     """The last run of each account (whose name starts with `prefix`), with its report."""
     if prefix:
@@ -108,7 +145,8 @@ def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -
             account = validate_account(entry.name[:-1])
         except InvalidAccount:
             continue
-        report = _last_report(container, account)
+        stored = _last_report(container, account)
+        report = report_view(stored) if stored is not None else None
         totals = (report or {}).get("totals", {})
         items.append({
             "account": account,

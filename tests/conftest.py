@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from devhost import request_counting  # noqa: E402
 from harness import services  # noqa: E402
-from harness.callbacks import CallbackReceiver  # noqa: E402
+from harness.callbacks import RECEIVER_SETTINGS, CallbackReceiver  # noqa: E402
 from tests.support import AppSettings, child_env, fresh_functions  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
@@ -169,7 +169,9 @@ def app_functions() -> dict[str, Any]:
 
 
 @pytest.fixture
-def receiver() -> Iterator[CallbackReceiver]:
-    """A recording HTTP receiver for batch-job callbacks, on a free local port."""
+def receiver(app_settings: AppSettings) -> Iterator[CallbackReceiver]:
+    """A recording HTTP receiver for batch-job callbacks, on a free local port, and the app
+    settings that allow the app to call it (loopback, plain http: refused by default)."""
+    app_settings.set(RECEIVER_SETTINGS)
     with CallbackReceiver() as running:
         yield running

@@ -22,7 +22,7 @@ from typing import Any
 from devhost.supervisor import HostOptions
 from devhost.worker import apply_settings
 from harness import kit
-from harness.callbacks import CallbackReceiver
+from harness.callbacks import RECEIVER_SETTINGS, CallbackReceiver
 from harness.feeding import DEFAULT_BACKLOG, submit_jobs
 from shared.jobs import JobSettings, JobStore
 
@@ -57,13 +57,15 @@ class JobRun:
             "JOB_STALL_SECONDS": "5",
             "JOB_CALLBACK_TIMEOUT": "2",
             "JOB_CALLBACK_ATTEMPTS": "3",
+            **RECEIVER_SETTINGS,  # the run's CallbackReceiver: loopback, plain http
             **overrides,
         }
         return cls(run_id, queue, containers, settings)
 
     @property
     def queues(self) -> list[str]:
-        return [self.queue, f"{self.queue}-poison"]
+        announce = f"{self.queue}-announce"
+        return [self.queue, f"{self.queue}-poison", announce, f"{announce}-poison"]
 
     def prepare(self) -> None:
         kit.reset_queues(self.queues)

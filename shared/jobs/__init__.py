@@ -13,6 +13,8 @@ from shared.jobs.config import JobSettings
 from shared.jobs.errors import (
     BlockedCallback,
     CallbackUnavailable,
+    DefinitionChanged,
+    InvalidAnnounceMessage,
     InvalidJob,
     InvalidUnitMessage,
     JobError,
@@ -22,7 +24,7 @@ from shared.jobs.errors import (
 )
 from shared.jobs.finalize import finalize
 from shared.jobs.handlers import Unit, UnitHandler, load_handler
-from shared.jobs.messages import UnitMessage
+from shared.jobs.messages import AnnounceMessage, UnitMessage
 from shared.jobs.records import Completion, JobRecord, JobStatus, UnitState
 from shared.jobs.request import JobRequest
 from shared.jobs.status import job_status
@@ -33,9 +35,12 @@ from shared.jobs.watcher import watch
 from shared.jobs.worker import process_unit
 
 __all__ = [
+    "AnnounceMessage",
     "BlockedCallback",
     "CallbackUnavailable",
     "Completion",
+    "DefinitionChanged",
+    "InvalidAnnounceMessage",
     "InvalidJob",
     "InvalidUnitMessage",
     "JobError",

@@ -7,11 +7,12 @@ and gives the others its stored result. A 4xx is a result too (stored, never ret
 
 The at-least-once window, honestly: a finalizer that crashes *during* the POST (or after it,
 before its @once record is marked completed) leaves the record in progress; once that
-record expires (`JobSettings.announce_in_progress_timeout`, longer than a whole retry
-budget) the watcher POSTs again, with the same `Idempotency-Key: {job_id}`. The receiver
-may thus see the same job twice, always with the same key, and should deduplicate on it.
-A POST that outlives the in-progress timeout while its process is alive (a receiver that
-keeps the connection open by dribbling bytes) can also overlap with the watcher's repeat.
+record expires (`JobSettings.announce_in_progress_timeout`: the announcement's wall-clock
+budget, at most JOB_CALLBACK_DEADLINE, plus 10 s) the next announcement the watcher queues
+POSTs again, with the same `Idempotency-Key: {job_id}`. The receiver may thus see the same
+job twice, always with the same key, and should deduplicate on it. A live announcer cannot
+overlap with that repeat: every attempt is cut at its wall-clock deadline (a receiver that
+dribbles bytes included), so it ends before its record expires.
 """
 
 from __future__ import annotations

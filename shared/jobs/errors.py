@@ -37,8 +37,24 @@ class JobExists(JobError):
         self.reason = reason
 
 
+class DefinitionChanged(JobError):
+    """The definition blob of a job changed (or vanished) between its validation and the
+    queueing of its units: the submission stops (HTTP 409)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"the units blob {name!r} changed while the job was being submitted; the job id "
+            "stays taken by what was validated: submit that again, or use another job id"
+        )
+        self.name = name
+
+
 class InvalidUnitMessage(JobError, ValueError):
     """A unit message that is not one this app wrote: it can never be processed."""
+
+
+class InvalidAnnounceMessage(JobError, ValueError):
+    """An announce message that is not one this app wrote: it can never be processed."""
 
 
 class PermanentUnitError(JobError):

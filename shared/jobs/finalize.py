@@ -6,8 +6,11 @@
     archive: archive/{job}/job.json, then delete the job's blobs, job.json and
              completion.json last, so an interrupted archive is found and resumed
 
-Every step is idempotent, so the counter's winner and the watcher can both run `finalize`
-for the same job, at the same time or after a crash of the other, and it still ends once.
+Every step is idempotent, so the counter's winner and the announce queue's function can both
+run `finalize` for the same job, at the same time or after a crash of the other, and it still
+ends once. The counter's winner runs it in its own queue invocation; a zero-unit submission
+(an HTTP request) and the watcher (a sweep over every job) never POST: they record the
+outcome and `hand_off` the rest to the announce queue, one message per job.
 `on_step` is called after each durable step with its name: an observation point (tests kill
 the process there); production passes nothing.
 """
@@ -18,9 +21,11 @@ import logging
 import time
 from collections.abc import Callable
 
+from shared import storage
 from shared.jobs.announce import announce
 from shared.jobs.errors import CallbackUnavailable
 from shared.jobs.layout import JobLayout
+from shared.jobs.messages import AnnounceMessage
 from shared.jobs.records import (
     Announcement,
     AnnouncementState,
@@ -101,6 +106,41 @@ def finalize(
         completion = announced
     archive(store, completion, job=job, on_step=on_step)
     return completion
+
+
+def hand_off(store: JobStore, completion: Completion) -> Completion | None:
+    """Record the outcome (if none is yet) and queue its announcement: the announce queue's
+    function runs `finalize` for it. Returns the stored outcome (None: already archived)."""
+    stored, created = store.create_completion(completion)
+    if stored is None:
+        return None
+    if created:
+        log.info(
+            "job %s finished %s (%d done, %d failed); recorded by %s",
+            stored.job_id, stored.status, stored.units_done, stored.units_failed,
+            stored.finalized_by,
+        )  # fmt: skip
+    queue_announcement(store, stored.job_id)
+    return stored
+
+
+def finalize_queued(
+    store: JobStore, job_id: str, *, on_step: StepHook | None = None
+) -> Completion | None:
+    """The announce queue's work for one job: `finalize` its recorded outcome. None when
+    there is none (archived meanwhile) or the announcement is for later."""
+    completion = store.read_completion(job_id)
+    if completion is None:
+        log.info("job %s: nothing to announce (no outcome: archived already)", job_id)
+        return None
+    return finalize(store, completion, on_step=on_step)
+
+
+def queue_announcement(store: JobStore, job_id: str) -> None:
+    """One message on the announce queue: its function announces and archives the job."""
+    settings = store.settings
+    message = AnnounceMessage(job_id).to_bytes()
+    storage.send_message(settings.announce_queue, message, connection=settings.connection)
 
 
 def _announce(

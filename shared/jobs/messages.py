@@ -1,4 +1,5 @@
-"""The queue message of one unit: which job, which unit, how many units, and its payload.
+"""The queue messages: one unit (which job, which unit, how many units, its payload), and the
+request to announce a finished job.
 
 A payload that would push the message over the queue's 64 KB limit (48 KB before the
 host's base64 encoding) is stored in a blob and the message carries `payload_ref` instead.
@@ -12,7 +13,7 @@ from typing import Any
 
 from blobsingleton.errors import InvalidKey
 
-from shared.jobs.errors import InvalidUnitMessage
+from shared.jobs.errors import InvalidAnnounceMessage, InvalidUnitMessage
 from shared.jobs.layout import validate_id
 from shared.json_body import InvalidBody, parse_object
 
@@ -63,3 +64,26 @@ class UnitMessage:
         if payload is _ABSENT and not by_ref:
             raise InvalidUnitMessage("has neither payload nor payload_ref")
         return cls(job_id, unit_id, total, None if by_ref else payload, by_ref)
+
+
+@dataclass(frozen=True)
+class AnnounceMessage:
+    """The queue message that asks for a finished job's announcement (and archive): sent by
+    a zero-unit submission and by the watcher, so no callback is ever POSTed inside an HTTP
+    request or inside the watcher's sweep."""
+
+    job_id: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"job_id": self.job_id}, separators=(",", ":")).encode()
+
+    @classmethod
+    def parse(cls, body: bytes | str) -> AnnounceMessage:
+        try:
+            data = parse_object(body, max_bytes=1024, max_elements=4)
+        except InvalidBody as error:
+            raise InvalidAnnounceMessage(error.describe()) from None
+        try:
+            return cls(validate_id(data.get("job_id")))
+        except InvalidKey as error:
+            raise InvalidAnnounceMessage(f"bad job_id: {error.reason}") from error

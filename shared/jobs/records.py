@@ -162,6 +162,14 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class UnitSpec:
+    """One unit of a job as submitted: its id and its payload (any JSON)."""
+
+    id: str
+    payload: Any = None
+
+
+@dataclass(frozen=True)
 class Marker:
     """A finished unit as listed: its id, state and when it finished (epoch seconds)."""
 

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from shared.jobs.records import Completion, JobRecord, UnitState
+from shared.jobs.records import Announcement, Completion, JobRecord, UnitState
 from shared.jobs.store import JobStore
 
 #: Failed unit ids listed in a status answer (the callback and the archive hold them all).
 MAX_LISTED_FAILURES = 100
+#: An HTTP refusal as recorded: its status only. Announcements recorded before the callback
+#: stopped reading answers carry up to 300 characters of the receiver's body after it.
+_HTTP_REASON = re.compile(r"HTTP \d{3}(?: \(redirects are not followed\))?")
+
+
+def announcement_view(announcement: Announcement | None) -> dict[str, Any] | None:
+    """How the callback went, as answered: state, attempts, time, HTTP status and a reason
+    that never holds what the receiver said."""
+    if announcement is None:
+        return None
+    view = announcement.to_dict()
+    reason = announcement.reason or ""
+    if reason.startswith("HTTP "):
+        kept = _HTTP_REASON.match(reason)
+        view["reason"] = kept.group(0) if kept else None
+    return view
 
 
 def job_status(store: JobStore, job_id: str) -> dict[str, Any] | None:
@@ -56,6 +73,6 @@ def _finished(job: JobRecord | None, completion: Completion, *, archived: bool) 
         "counted": None,
         "created_at": job.created_at if job else None,
         "completed_at": completion.completed_at,
-        "announcement": completion.announcement.to_dict() if completion.announcement else None,
+        "announcement": announcement_view(completion.announcement),
         "archived": archived,
     }

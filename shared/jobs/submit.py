@@ -11,20 +11,21 @@ unit is counted once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from shared import storage
 from shared.jobs.errors import JobExists
-from shared.jobs.finalize import completion_for, finalize
+from shared.jobs.finalize import completion_for, hand_off
 from shared.jobs.layout import JobLayout
 from shared.jobs.messages import UnitMessage, encode_payload
-from shared.jobs.records import Completion, JobRecord, JobStatus
+from shared.jobs.records import Completion, JobRecord, JobStatus, UnitSpec
 from shared.jobs.request import JobRequest
 from shared.jobs.store import JobStore
 
 ENQUEUE_THREADS = 16
+IN_FLIGHT = 4 * ENQUEUE_THREADS
 
 
 @dataclass(frozen=True)
@@ -34,26 +35,35 @@ class Submitted:
     completion: Completion | None = None
 
 
-def enqueue_units(request: JobRequest, store: JobStore, indices: range | None = None) -> None:
-    """One message per unit (those at `indices`, default all), in parallel; payloads too
-    large for a message go to blobs."""
+def enqueue_units(
+    request: JobRequest, store: JobStore, units: Iterable[UnitSpec] | None = None
+) -> None:
+    """One message per unit (`units`, default all of the request's, in order), ENQUEUE_THREADS
+    at a time with at most IN_FLIGHT read ahead: a units blob is streamed, never held whole.
+    Payloads too large for a message go to blobs."""
     settings = store.settings
     total = len(request.units)
 
-    def message(index: int) -> bytes:
-        unit = request.units[index]
+    def message(unit: UnitSpec) -> bytes:
         msg = UnitMessage(request.job_id, unit.id, total, unit.payload)
         if not msg.fits():
             store.put_payload(request.job_id, unit.id, encode_payload(unit.payload))
             msg = UnitMessage(request.job_id, unit.id, total, payload_ref=True)
         return msg.to_bytes()
 
-    def send(index: int) -> None:
-        storage.send_message(settings.queue, message(index), connection=settings.connection)
+    def send(unit: UnitSpec) -> None:
+        storage.send_message(settings.queue, message(unit), connection=settings.connection)
 
+    pending: set[Future[None]] = set()
     with ThreadPoolExecutor(ENQUEUE_THREADS, thread_name_prefix="enqueue") as pool:
-        for _ in pool.map(send, indices if indices is not None else range(total)):
-            pass
+        for unit in request.units if units is None else units:
+            if len(pending) >= IN_FLIGHT:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+            pending.add(pool.submit(send, unit))
+        for future in pending:
+            future.result()
 
 
 #: How a job's unit messages are put on the queue (all at once unless a caller paces them).
@@ -66,7 +76,7 @@ def submit_job(
     """Start `request`'s job (or return the state of the identical job already started)."""
     record = JobRecord(
         job_id=request.job_id,
-        total=len(request.units),
+        total=len(request.unit_ids),
         unit_ids=request.unit_ids,
         callback_url=request.callback_url,
         created_at=time.time(),
@@ -86,9 +96,9 @@ def submit_job(
             if job is None or job.fingerprint != record.fingerprint:
                 raise JobExists(record.job_id, "already ran; job ids cannot be reused")
             return Submitted(job, False, Completion.from_dict(archived["completion"]))
-    if stored.total == 0:  # nothing to wait for: finish now (the watcher retries the callback)
+    if stored.total == 0:  # nothing to wait for: the outcome now, its callback from the queue
         outcome = completion_for(stored, [], last_unit_at=time.time(), finalized_by="submit")
-        done = finalize(store, outcome, job=stored) or store.read_completion(stored.job_id)
+        done = hand_off(store, outcome)
         return Submitted(stored, True, done)
     store.create_counter(stored.job_id, stored.total)
     enqueue(request, store)

@@ -154,7 +154,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
 ) -> None:
     functions = indexed("function_app", APP_ROOT)
     queue_and_timer = {
-        "send_notification", "run_job_unit", "fail_job_unit", "import_account",
+        "send_notification", "run_job_unit", "fail_job_unit", "announce_job", "import_account",
         "watch_jobs", "nightly_import",
     }  # fmt: skip
     base = "http://localhost/api"
@@ -167,6 +167,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
         "ops_jobs": http_request("GET", f"{base}/jobs"),
         "ops_imports": http_request("GET", f"{base}/imports"),
         "ops_status_page": http_request("GET", f"{base}/status"),
+        "ops_status_asset": http_request("GET", f"{base}/status/x", asset="x"),
         "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
         "ops_reset_run": http_request("POST", f"{base}/runs/x/reset", b"{}", key="/bad"),
     }
@@ -183,6 +184,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
     assert run_queue(functions["send_notification"], b"not json") is None  # poisoned at once
     assert run_queue(functions["run_job_unit"], b"{}") is None
     assert run_queue(functions["fail_job_unit"], b"{}") is None
+    assert run_queue(functions["announce_job"], b"{}") is None
     assert run_queue(functions["import_account"], b"{}") is None
     assert run(functions["watch_jobs"], timer_request()) is None
     assert run(functions["nightly_import"], timer_request()) is None

@@ -167,7 +167,7 @@ def test_import_request_parser(body: bytes) -> None:
     blob_name("import-", request.account)
 
 
-def no_dns(host: str, port: int) -> list[str]:
+def no_dns(host: str, port: int, seconds: float) -> list[str]:
     return ["93.184.216.34"]  # a public address: the URL check passes without a lookup
 
 

@@ -40,6 +40,7 @@ def valid_bodies() -> dict[str, dict[str, Any]]:
         },
         "run_job_unit": {"job_id": "job-1", "unit_id": "u-1", "total": 1, "payload": {"n": 1}},
         "fail_job_unit": {"job_id": "job-1", "unit_id": "u-1", "total": 1, "payload": {"n": 1}},
+        "announce_job": {"job_id": "job-1"},
     }
 
 

@@ -11,6 +11,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 
+from harness.callbacks import RECEIVER_SETTINGS
 from shared import storage
 from shared.jobs import JobRequest, JobSettings, JobStore, Submitted, submit_job
 from tests.support import AppSettings, child_env
@@ -18,7 +19,8 @@ from tests.support import AppSettings, child_env
 
 @pytest.fixture
 def jobs_env(storage_env: str, app_settings: AppSettings) -> JobSettings:
-    """Settings of a job app of its own: container, queues, short stall and callback budget."""
+    """Settings of a job app of its own: container, queues, short stall and callback budget,
+    and the local receiver allowed (loopback, plain http)."""
     suffix = uuid.uuid4().hex[:10]
     app_settings.set(
         {
@@ -27,7 +29,9 @@ def jobs_env(storage_env: str, app_settings: AppSettings) -> JobSettings:
             "JOB_STALL_SECONDS": "1",
             "JOB_CALLBACK_TIMEOUT": "1",
             "JOB_CALLBACK_ATTEMPTS": "2",
+            "JOB_CALLBACK_DEADLINE": None,
             "JOB_WATCH_SCHEDULE": "*/30 * * * * *",
+            **RECEIVER_SETTINGS,  # the tests' receivers: loopback, plain http
             "JOB_UNIT_HANDLER": None,
             "JOB_MAX_UNITS": None,
         }
@@ -71,6 +75,16 @@ def receive_all(settings: JobSettings, queue: str | None = None) -> list[QueueMe
                 )
             )
             client.delete_message(message)
+
+
+def run_announcements(settings: JobSettings) -> int:
+    """Run every queued announcement through the real queue function."""
+    from functions.jobs import announce_job
+
+    messages = receive_all(settings, settings.announce_queue)
+    for message in messages:
+        announce_job(message)
+    return len(messages)
 
 
 def run_units(settings: JobSettings) -> int:

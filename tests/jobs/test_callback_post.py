@@ -1,4 +1,5 @@
-"""The callback POST against a real local HTTP receiver: retries, refusals, timeouts."""
+"""The callback POST against a real local HTTP receiver: retries, refusals, wall-clock
+deadlines per attempt and per announcement, and nothing of the answer kept but its status."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from harness.callbacks import CallbackReceiver
 from shared.jobs import CallbackUnavailable, Completion, JobSettings, JobStatus
 from shared.jobs.callback import post_callback
+from shared.jobs.callback_url import CallbackPolicy, parse_networks
 from shared.jobs.records import AnnouncementState
 
-SETTINGS = JobSettings(callback_timeout=1.0, callback_attempts=3)
+LOCAL = CallbackPolicy(parse_networks("127.0.0.0/8", "test"), allow_http=True)
+SETTINGS = JobSettings(callback_timeout=1.0, callback_attempts=3, callback_policy=LOCAL)
 
 
 def completion(url: str, job_id: str = "job-1") -> Completion:
@@ -69,6 +72,7 @@ def test_client_errors_and_redirects_are_refusals_not_retried(status: int) -> No
         1,
     )
     assert str(status) in (result.reason or "")
+    assert "error" not in (result.reason or "")  # the receiver's body is never kept
     assert len(receiver.posts) == 1
 
 
@@ -86,16 +90,52 @@ def test_connection_refused_every_time_raises_unavailable() -> None:
     with pytest.raises(CallbackUnavailable) as caught:
         post_callback(completion(f"http://127.0.0.1:{port}/cb"), SETTINGS, sleep=no_sleep)
     assert caught.value.attempts == 3
-    assert "ConnectionRefused" in caught.value.reason
+    assert caught.value.reason == "connection failed (ConnectionRefusedError)"
 
 
 def test_a_receiver_that_does_not_answer_times_out_and_is_retried() -> None:
     with CallbackReceiver() as receiver, receiver.hold():
         started = time.monotonic()
-        with pytest.raises(CallbackUnavailable, match="timed out"):
+        with pytest.raises(CallbackUnavailable, match="no answer within 1 s"):
             post_callback(completion(receiver.url), SETTINGS, sleep=no_sleep)
         assert time.monotonic() - started < 3 * SETTINGS.callback_timeout + 2
         assert len(receiver.posts) == 3
+
+
+def test_a_receiver_dribbling_its_answer_is_cut_at_the_attempt_deadline() -> None:
+    """One byte every 0.3 s never lets a socket operation time out; the wall clock does."""
+    settings = JobSettings(callback_timeout=1.5, callback_attempts=1, callback_policy=LOCAL)
+    with CallbackReceiver() as receiver, receiver.dribble(0.3):
+        started = time.monotonic()
+        with pytest.raises(CallbackUnavailable, match=r"no answer within 1\.5 s"):
+            post_callback(completion(receiver.url), settings, sleep=no_sleep)
+        took = time.monotonic() - started
+        assert receiver.answered.wait(5)  # the receiver saw the connection go
+    assert 1.4 < took < 2.5
+
+
+def test_every_attempt_and_wait_end_within_the_announcement_deadline() -> None:
+    settings = JobSettings(
+        callback_timeout=1.0, callback_attempts=10, callback_deadline=2.5, callback_policy=LOCAL
+    )
+    waits: list[float] = []
+    with CallbackReceiver() as receiver, receiver.dribble(0.2):
+        started = time.monotonic()
+        with pytest.raises(CallbackUnavailable, match="deadline"):
+            post_callback(completion(receiver.url), settings, sleep=waits.append)
+        took = time.monotonic() - started
+    assert took < 2.5 + 0.5
+    assert 2 <= len(receiver.posts) <= 3
+
+
+def test_a_loopback_receiver_is_refused_without_the_allow_list() -> None:
+    with CallbackReceiver() as receiver:
+        result = post_callback(
+            completion(receiver.url), JobSettings(callback_policy=CallbackPolicy(allow_http=True))
+        )
+    assert result.state == AnnouncementState.REFUSED
+    assert "loopback" in (result.reason or "")
+    assert receiver.posts == []
 
 
 def test_a_callback_url_now_pointing_at_metadata_is_refused_without_a_request() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from harness.callbacks import CallbackPost, CallbackReceiver
 from shared.jobs import JobSettings, JobStore, watch
-from tests.jobs.conftest import submit, units
+from tests.jobs.conftest import run_announcements, submit, units
 from tests.support import AppSettings
 
 DRIVER = str(Path(__file__).with_name("driver.py"))
@@ -32,13 +32,15 @@ def steps_of(proc: subprocess.Popen[str], timeout: float = 120) -> list[str]:
 
 
 def watch_until_archived(settings: JobSettings, job_id: str, timeout: float) -> dict[str, int]:
-    """Run the watcher, as its timer would, until the job is archived."""
+    """Run the watcher, as its timer would, and the announcements it queues, as the announce
+    queue's function would, until the job is archived."""
     store = JobStore(settings)
     deadline = time.monotonic() + timeout
     seen: dict[str, int] = {}
     while time.monotonic() < deadline:
         for state, count in watch(store).items():
             seen[state] = seen.get(state, 0) + count
+        run_announcements(settings)
         if store.read_job(job_id) is None and store.archive_exists(job_id):
             return seen
         time.sleep(0.5)

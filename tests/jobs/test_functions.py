@@ -13,7 +13,7 @@ from azure.functions.timer import TimerRequest
 from functions.jobs import fail_job_unit, get_job, run_job_unit, start_job, watch_jobs
 from harness.callbacks import CallbackReceiver
 from shared.jobs import JobSettings, JobStore, UnitState, record_unit
-from tests.jobs.conftest import receive_all, run_units, units
+from tests.jobs.conftest import receive_all, run_announcements, run_units, units
 
 
 def post_job(body: Any) -> func.HttpResponse:
@@ -69,17 +69,22 @@ def test_a_finished_job_id_cannot_be_reused_for_another_job(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
     post_job({"job_id": "once", "units": [], "callback_url": receiver.url})
+    run_announcements(jobs_env)
     again = post_job({"job_id": "once", "units": units(1), "callback_url": receiver.url})
     assert again.status_code == 409
     assert "cannot be reused" in body_of(again)["message"]
 
 
-def test_zero_units_answers_the_final_status_and_posts_once(
+def test_zero_units_answers_the_final_status_and_posts_once_from_the_queue(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
+    """The callback of a job with nothing to wait for is never POSTed inside the request."""
     response = post_job({"job_id": "zero", "units": [], "callback_url": receiver.url})
     assert body_of(response)["status"] == "succeeded"
+    assert receiver.posts == []
+    assert run_announcements(jobs_env) == 1
     assert [p.body["units_done"] for p in receiver.posts] == [0]
+    assert body_of(get("zero"))["archived"] is True
 
 
 @pytest.mark.parametrize(
@@ -166,9 +171,34 @@ def test_the_watcher_timer_finishes_a_job_whose_counter_lags(
     store.mark("lag", "u00000", UnitState.DONE)  # its worker died before counting it
     record_unit(store, "lag", "u00001", 2)
     watch_jobs(TimerRequest(past_due=False))
-    assert receiver.posts == []  # the counter moved less than JOB_STALL_SECONDS ago
+    assert run_announcements(jobs_env) == 0  # the counter moved less than JOB_STALL_SECONDS ago
     time.sleep(2.1)  # Last-Modified has a one-second resolution
     watch_jobs(TimerRequest(past_due=False))
+    assert receiver.posts == []  # the sweep queues the announcement, never POSTs itself
+    assert run_announcements(jobs_env) == 1
     [post] = receiver.posts
     assert post.body["units_done"] == 2
     assert body_of(get("lag"))["archived"] is True
+
+
+def test_only_the_status_code_of_a_refusal_is_stored_and_shown(jobs_env: JobSettings) -> None:
+    """The receiver's answer body (an internal service's error page, say) goes nowhere."""
+    with CallbackReceiver(statuses=[404]) as refusing:
+        post_job({"job_id": "refused", "units": units(1), "callback_url": refusing.url})
+        run_units(jobs_env)
+    shown = body_of(get("refused"))
+    assert shown["announcement"]["http_status"] == 404
+    assert shown["announcement"]["reason"] == "HTTP 404"
+    assert "test" not in json.dumps(shown)  # the receiver answered {"error": "test"}
+    archived = JobStore(jobs_env).read_archive("refused")
+    assert archived is not None and "test" not in json.dumps(archived)
+
+
+def test_a_body_recorded_by_an_older_version_is_not_shown(jobs_env: JobSettings) -> None:
+    from shared.jobs.records import Announcement, AnnouncementState
+    from shared.jobs.status import announcement_view
+
+    old = Announcement(AnnouncementState.REFUSED, 1, 0.0, 403, "HTTP 403: <html>intranet</html>")
+    assert announcement_view(old) == {
+        "state": "refused", "attempts": 1, "at": 0.0, "http_status": 403, "reason": "HTTP 403"
+    }  # fmt: skip

@@ -8,13 +8,15 @@ from typing import Any
 import pytest
 
 from shared.jobs import InvalidJob, JobRequest
+from shared.jobs.callback_url import CallbackPolicy, parse_networks
 
 CALLBACK = "http://127.0.0.1:9/cb"
+LOCAL = CallbackPolicy(parse_networks("127.0.0.0/8", "test"), allow_http=True)
 
 
 def parse(body: Any, max_units: int = 100) -> JobRequest:
     raw = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    return JobRequest.parse(raw, max_units=max_units)
+    return JobRequest.parse(raw, max_units=max_units, policy=LOCAL)
 
 
 def problems(body: Any, max_units: int = 100) -> dict[str, str]:
@@ -27,7 +29,7 @@ def test_a_valid_request_keeps_units_in_order_and_gets_an_id() -> None:
     request = parse({"units": [{"id": "b", "payload": 1}, {"id": "a"}], "callback_url": CALLBACK})
     assert request.unit_ids == ["b", "a"]
     assert len(request.job_id) == 32
-    assert request.units[1].payload is None
+    assert list(request.units)[1].payload is None
 
 
 def test_zero_units_is_a_valid_job() -> None:

@@ -24,7 +24,7 @@ from shared.jobs import (
 )
 from shared.jobs.handlers import echo
 from shared.jobs.layout import JobLayout
-from tests.jobs.conftest import receive_all, submit, units
+from tests.jobs.conftest import receive_all, run_announcements, submit, units
 from tests.support import LosesAnswers, blob_service_over
 
 
@@ -101,9 +101,11 @@ def test_a_job_of_zero_units_completes_at_once(
     submitted = submit(jobs_env, receiver.url, [], "empty")
     assert submitted.completion is not None
     assert submitted.completion.status == "succeeded"
+    assert receive_all(jobs_env) == []
+    assert receiver.posts == []  # announced from the announce queue, not by the submitter
+    assert run_announcements(jobs_env) == 1
     [post] = receiver.posts
     assert post.body["units_done"] == 0
-    assert receive_all(jobs_env) == []
 
 
 def test_a_large_payload_travels_by_reference(

@@ -10,7 +10,7 @@ import pytest
 from harness.callbacks import CallbackReceiver
 from shared.jobs import JobSettings, JobStore, job_status, record_unit, watch
 from shared.jobs.layout import JobLayout
-from tests.jobs.conftest import submit, units
+from tests.jobs.conftest import run_announcements, submit, units
 
 
 def closed_port_url() -> str:
@@ -28,9 +28,12 @@ def test_an_unreachable_callback_is_retried_then_abandoned_and_the_job_archived(
     assert record_unit(store, "unreachable", "u00000", 1).completion is None  # not announced
     assert watch(store) == {"finalizing": 1}  # the finalizer might still be at it
     time.sleep(1.5)
-    assert watch(store) == {"announcing": 1}  # retried, still unreachable
+    assert watch(store) == {"announcing": 1}  # queued again
+    assert run_announcements(jobs_env) == 1  # retried, still unreachable
     time.sleep(2)
-    assert watch(store) == {"finished": 1}
+    assert watch(store) == {"announcing": 1}
+    assert run_announcements(jobs_env) == 1  # past JOB_CALLBACK_GIVE_UP_HOURS: abandoned
+    assert watch(store) == {}
     status = job_status(store, "unreachable")
     assert status is not None and status["archived"]
     assert status["announcement"]["state"] == "abandoned"

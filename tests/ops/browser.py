@@ -17,6 +17,7 @@ from blobsingleton.records import Status
 
 from devhost.supervisor import HostOptions, Supervisor
 from harness.services import free_port
+from shared.operators import key_digest
 from tests.ops.support import hold_lock, put_record, start_job, write_import_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,15 +32,16 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 OPS_FUNCTIONS = ["ops_locks", "ops_runs", "ops_jobs", "ops_imports", "ops_break_lock",
-                 "ops_reset_run", "ops_status_page"]  # fmt: skip
+                 "ops_reset_run", "ops_status_page", "ops_status_asset"]  # fmt: skip
 PHONE = {"width": 390, "height": 844}
 
 
 @dataclass
 class SeededHost:
-    url: str  # the status page, with the admin key
+    url: str  # the status page (no key in it: the page asks who you are)
     function_key: str
     admin_key: str
+    operator_key: str  # its SHA-256 is in OPS_OPERATOR_KEYS, as "screens"
     leases: list[BlobLease]
 
 
@@ -58,23 +60,25 @@ def seed() -> list[BlobLease]:
 
 @contextlib.contextmanager
 def seeded_host(settings: dict[str, str]) -> Iterator[SeededHost]:
-    """devhost serving only the ops functions (queued job units stay queued: in progress)."""
+    """devhost serving only the ops functions (queued job units stay queued: in progress),
+    with an operator key configured; `settings` may add App Service authentication's."""
     function_key, admin_key = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    operator_key = secrets.token_urlsafe(32)
     port = free_port()
     leases = seed()
     host = Supervisor(
         HostOptions(
             app_dir=str(ROOT), http_port=port, functions=OPS_FUNCTIONS, drain_timeout=5,
-            settings={**settings, "DEVHOST_FUNCTION_KEY": function_key,
-                      "DEVHOST_ADMIN_KEY": admin_key},
+            settings={"OPS_OPERATOR_KEYS": f"screens={key_digest(operator_key)}", **settings,
+                      "DEVHOST_FUNCTION_KEY": function_key, "DEVHOST_ADMIN_KEY": admin_key},
         )
     )  # fmt: skip
     host.start()
     try:
-        url = f"http://127.0.0.1:{port}/api/status?code={admin_key}&refresh=2"
+        url = f"http://127.0.0.1:{port}/api/status?refresh=2"
         with urllib.request.urlopen(url, timeout=10) as response:
             assert response.status == 200
-        yield SeededHost(url, function_key, admin_key, leases)
+        yield SeededHost(url, function_key, admin_key, operator_key, leases)
     finally:
         host.stop()
         for lease in leases:

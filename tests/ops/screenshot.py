@@ -22,6 +22,7 @@ def main(argv: list[str]) -> int:
         settings = {"AzureWebJobsStorage": azurite.connection_string}
         with seeded_host(settings) as host, chromium(Path(profile)) as browser:
             page = browser.new_page()
+            page.set_extra_http_headers({"X-Operator-Key": host.operator_key})
             page.goto(host.url)
             page.wait_for_selector('#locks tr[data-key="import-acme"]')
             page.wait_for_selector('#imports tr[data-key="acme"]')

@@ -1,7 +1,9 @@
-"""Helpers for the operations tests: seed locks, run-once records, jobs and import reports."""
+"""Helpers for the operations tests: seed locks, run-once records, jobs and import reports,
+and the operator identities the API authorises (an operator key, App Service principals)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass
@@ -15,6 +17,21 @@ from blobsingleton.records import BlobRecordStore, Record, Status
 from shared import storage
 from shared.imports.report import RunReport
 from shared.jobs import JobRequest, JobSettings, JobStore, submit_job
+from shared.jobs.callback_url import CallbackPolicy, parse_networks
+from shared.operators import key_digest
+
+#: The tests' operator key (OpsEnv puts its SHA-256 in OPS_OPERATOR_KEYS).
+OPERATOR_KEY = "test-operator-key-0f3a9c"
+AS_OPERATOR = {"X-Operator-Key": OPERATOR_KEY}
+OBJECT_ID = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+
+
+def principal(name: str, *roles: str, object_id: str = "5d1c-77aa") -> dict[str, str]:
+    """The `x-ms-client-principal` header App Service authentication would pass for a user."""
+    claims = [{"typ": "name", "val": name}, {"typ": OBJECT_ID, "val": object_id}]
+    claims += [{"typ": "roles", "val": role} for role in roles]
+    data = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
+    return {"x-ms-client-principal": base64.b64encode(json.dumps(data).encode()).decode()}
 
 
 @dataclass(frozen=True)
@@ -28,7 +45,7 @@ class OpsEnv:
     units_queue: str
     imports: str
 
-    def settings(self) -> dict[str, str]:
+    def settings(self) -> dict[str, str | None]:
         return {
             "LEASE_CONTAINER": self.locks,
             "RUNONCE_CONTAINER": self.runs,
@@ -36,6 +53,9 @@ class OpsEnv:
             "JOBS_CONTAINER": self.jobs,
             "JOB_UNITS_QUEUE": self.units_queue,
             "IMPORTS_CONTAINER": self.imports,
+            "OPS_OPERATOR_KEYS": f"tests={key_digest(OPERATOR_KEY)}",
+            "OPS_EASY_AUTH": None,
+            "WEBSITE_AUTH_ENABLED": None,
         }
 
     def audit_entries(self) -> list[dict[str, Any]]:
@@ -77,7 +97,9 @@ def start_job(job_id: str, units: int) -> None:
         "units": [{"id": f"u{i}", "payload": {"n": i}} for i in range(units)],
         "callback_url": "http://127.0.0.1:9/done",
     }
-    submit_job(JobRequest.parse(json.dumps(body), max_units=100), JobStore(settings))
+    local = CallbackPolicy(parse_networks("127.0.0.0/8", "test"), allow_http=True)
+    request = JobRequest.parse(json.dumps(body), max_units=100, policy=local)
+    submit_job(request, JobStore(settings))
 
 
 def write_import_report(account: str, run_id: str, imported: int, rejected: int) -> None:
@@ -100,13 +122,16 @@ def report_container() -> str:
 def call(function: Any, method: str = "GET", route: str = "", *, params: dict[str, str] | None =
          None, route_params: dict[str, str] | None = None, body: Any = None,
          headers: dict[str, str] | None = None) -> tuple[int, Any]:  # fmt: skip
-    """Call an HTTP function as the worker does; returns status and the parsed JSON body."""
+    """Call an HTTP function as the worker does, as the tests' operator unless `headers` say
+    who calls; returns status and the parsed JSON body."""
+    if headers is None:
+        headers = {**AS_OPERATOR, "Content-Type": "application/json"}
     raw = (
         body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
     )
     request = func.HttpRequest(
         method, f"http://localhost/api/{route}", params=params or {},
-        route_params=route_params or {}, body=raw, headers=headers or {},
+        route_params=route_params or {}, body=raw, headers=headers,
     )  # fmt: skip
     response = function(request)
     return response.status_code, json.loads(response.get_body() or b"null")

@@ -14,6 +14,7 @@ from functions import ops as api
 from shared.imports.member_table import FencedMemberWriter, Provenance, StaleHolder
 from shared.imports.records import Member
 from tests.ops.support import (
+    AS_OPERATOR,
     OpsEnv,
     call,
     hold_lock,
@@ -145,15 +146,18 @@ def test_a_break_fences_out_the_old_holder(ops_env: OpsEnv) -> None:
     old_writer.add(_member(1), Provenance("run-1", "a.csv", "line 1"))
     assert old_writer.flush() == 1
 
+    # a client-sent principal name is not who: the verified key's name is
+    headers = {**AS_OPERATOR, "Content-Type": "application/json",
+               "x-ms-client-principal-name": "someone-else@x"}  # fmt: skip
     status, broken = call(
         api.ops_break_lock, "POST", route_params={"key": "import-acme"},
-        body={"reason": "holder hung at 02:30"}, headers={"x-ms-client-principal-name": "ops@x"},
+        body={"reason": "holder hung at 02:30"}, headers=headers,
     )  # fmt: skip
     assert status == 200
     assert broken["token"] == old.token
     [entry] = ops_env.audit_entries()
     assert (entry["action"], entry["key"], entry["reason"], entry["by"]) == (
-        "break", "import-acme", "holder hung at 02:30", "ops@x (admin key)")  # fmt: skip
+        "break", "import-acme", "holder hung at 02:30", "operator key 'tests'")  # fmt: skip
     assert entry["previous"]["token"] == old.token
 
     new = BlobLease("import-acme").acquire(blocking=False)  # free at once after the break

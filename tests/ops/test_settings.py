@@ -28,22 +28,29 @@ READERS = {
     "get",
 }
 #: Set by the platform, never by us (the library reads them to compute the host id, as the
-#: host does), and the host's own override of that id.
+#: host does; the app reads WEBSITE_AUTH_ENABLED to know App Service authentication is on),
+#: and the host's own override of that id.
 PLATFORM = {
     "WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SLOT_NAME", "WEBSITE_SKU",
     "WEBSITE_HOSTNAME", "CONTAINER_NAME", "LEGION_SERVICE_HOST", "AzureWebJobsScriptRoot",
-    "AzureFunctionsWebHost__hostid",
+    "AzureFunctionsWebHost__hostid", "WEBSITE_AUTH_ENABLED",
 }  # fmt: skip
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
-#: belong (PYTHON_ENABLE_WORKER_EXTENSIONS: the worker runs the extension DEFER relies on).
+#: belong (PYTHON_ENABLE_WORKER_EXTENSIONS: the worker runs the extension DEFER relies on;
+#: FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost honours).
 HOST_ONLY = {
-    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING", "PYTHON_ENABLE_WORKER_EXTENSIONS"},
+    "template": {
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        "PYTHON_ENABLE_WORKER_EXTENSIONS",
+        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",
+    },
     "sample": {
         "FUNCTIONS_WORKER_RUNTIME",
         "AzureWebJobsFeatureFlags",
         "PYTHON_ENABLE_WORKER_EXTENSIONS",
+        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",
     },
-    "docs": {"PYTHON_ENABLE_WORKER_EXTENSIONS"},
+    "docs": {"PYTHON_ENABLE_WORKER_EXTENSIONS", "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")
