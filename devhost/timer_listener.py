@@ -201,7 +201,8 @@ class TimerListener:
                 self._stop.wait(RESTART_DELAY)
 
     def _run_with_listener_lease(self) -> None:
-        from blobsingleton import BlobLease, LeaseError
+        from blobsingleton import BlobLease
+        from blobsingleton.errors import LeaseError
 
         key = f"{blobsingleton.config.host_id()}/{self.function.name}.Listener"
         while not self._stop.is_set():

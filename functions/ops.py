@@ -4,8 +4,10 @@
     GET  /api/runs        ?prefix=&state=&limit=&next=   run-once records
     GET  /api/jobs        ?prefix=&limit=&next=          batch jobs: progress, callback state
     GET  /api/imports     ?prefix=&limit=&next=          each account's last import and report
-    POST /api/locks/{key}/break  {"reason": "..."}       admin key; audited; answers the token
-    POST /api/runs/{key}/reset   {"reason": "..."}       admin key; audited
+    POST /api/locks/{key}/break  ?scope= {"reason": "..."}  admin key; audited; the token
+    POST /api/runs/{key}/reset   ?scope= {"reason": "..."}  admin key; audited
+
+A lock or record is a function's own (`scope`, as the listings show it) or the app's.
     GET  /api/status                                     the status page (reads the above)
 
 Reads need a function key; changes need the admin (master) key. Keys in the route are user
@@ -79,6 +81,11 @@ def _key(req: func.HttpRequest) -> str:
     return validate_key(req.route_params.get("key"))
 
 
+def _scope(req: func.HttpRequest) -> str | None:
+    """`?scope=`: the function whose own lock or record it is (as listings show it)."""
+    return req.params.get("scope") or None
+
+
 @bp.route(route="locks", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 def ops_locks(req: func.HttpRequest) -> func.HttpResponse:
     """Every lock, held or free, filtered by key prefix, one page at a time."""
@@ -115,7 +122,7 @@ def ops_break_lock(req: func.HttpRequest) -> func.HttpResponse:
     def act() -> dict[str, Any]:
         key = _key(req)
         reason, by = _change_request(req)
-        return ops.break_lock(key, reason, by)
+        return ops.break_lock(key, reason, by, scope=_scope(req))
 
     return _answer(act)
 
@@ -127,7 +134,7 @@ def ops_reset_run(req: func.HttpRequest) -> func.HttpResponse:
     def act() -> dict[str, Any]:
         key = _key(req)
         reason, by = _change_request(req)
-        return ops.reset_run(key, reason, by)
+        return ops.reset_run(key, reason, by, scope=_scope(req))
 
     return _answer(act)
 

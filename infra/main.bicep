@@ -102,7 +102,6 @@ var appSettings = {
   LEASE_CONTAINER: 'locks'
   RUNONCE_CONTAINER: 'runonce'
   BLOBSINGLETON_NAMESPACE: ''
-  BLOBSINGLETON_LEGACY_DAYS: '7'
   OPS_AUDIT_CONTAINER: 'ops-audit'
   NOTIFICATIONS_QUEUE: 'notifications'
   EMAIL_FROM: emailFrom

@@ -37,7 +37,8 @@ def main() -> int:
         level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(name)s %(message)s"
     )
     logging.getLogger("azure").setLevel(logging.WARNING)
-    from blobsingleton import BlobLease, install_signal_handlers
+    from blobsingleton import BlobLease
+    from blobsingleton.leases import install_signal_handlers
 
     from shared.imports.importer import run_import
     from shared.imports.member_table import StaleHolder

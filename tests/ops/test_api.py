@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 from blobsingleton import BlobLease, LeaseLost, once
+from blobsingleton.config import scope_of
 from blobsingleton.leases import read_lock
 from blobsingleton.records import Status
 
@@ -185,7 +186,7 @@ def test_reset_lets_a_run_once_key_run_again(ops_env: OpsEnv) -> None:
     assert runs == ["acme"]
     status, body = call(
         api.ops_reset_run, "POST", route_params={"key": "import-acme-2026-11-22"},
-        body={"reason": "re-run tonight after the fix"},
+        body={"reason": "re-run tonight after the fix"}, params={"scope": scope_of(import_once)},
     )  # fmt: skip
     assert status == 200 and body["previous"]["state"] == "completed"
     assert ops_env.audit_entries()[0]["action"] == "reset"

@@ -23,6 +23,7 @@ from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope
 from blobsingleton._offloop import off_loop
+from blobsingleton.errors import SettingMissing
 
 log = logging.getLogger("blobsingleton")
 
@@ -73,6 +74,23 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
         raise ValueError("on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)")
     if not isinstance(policy, Busy) and not callable(policy):
         raise TypeError(f"on_busy must be a Busy policy or a callable, not {policy!r}")
+
+
+def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
+    """Refuse DEFER on a function that can never find its trigger message, when the worker
+    indexes the app (not at every busy delivery).
+
+    DEFER re-enqueues the invocation's trigger message. The worker extension records it only
+    where the worker runs extensions (`PYTHON_ENABLE_WORKER_EXTENSIONS`, off by default on
+    Python 3.10 and later); otherwise it must be among the guarded function's arguments. A
+    function whose parameters are all annotated, none as a queue message, cannot find it."""
+    if policy == Busy.DEFER and not _trigger.extensions_on() and not _trigger.may_take_message(fn):
+        raise SettingMissing(
+            _trigger.ENABLE_SETTING,
+            f"{fn.__qualname__}: Busy.DEFER re-enqueues the trigger queue message, which this "
+            f"function does not take: set app setting {_trigger.ENABLE_SETTING}=1 (the worker "
+            "then runs the extension that records it), or pass the func.QueueMessage to it",
+        )
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class BusyHandling:
             return None
         if self.policy == Busy.DEFER:
             message = deferral.find_message(arguments)
+            assert message is not None, "DEFER applied without its message (see `guarded`)"
             delay = self.defer_seconds if self.defer_seconds is not None else admission.retry_after
             deferral.defer(
                 message, self.queue or "", delay, reason=str(error), storage=self.storage
@@ -149,19 +168,48 @@ class BusyHandling:
         return self.policy(error)
 
 
+class _Unguarded(Guard):
+    """No guard: the function runs as it is (`@once(run_without_key=True)`, no key given)."""
+
+    def enter(self, wait: bool) -> Admission:
+        return RUN
+
+    async def enter_async(self, wait: bool) -> Admission:
+        return RUN
+
+    def settle(self, result: Any, failed: bool) -> None:
+        pass
+
+
+unguarded = _Unguarded()
+
+
 def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
     """Wrap `fn` (sync or async, signature kept for the worker's indexing) in its guard.
 
-    `make_guard(*args, **kwargs)` builds the guard of one invocation.
+    `make_guard(*args, **kwargs)` builds the guard of one invocation. A DEFER that cannot find
+    its trigger message (see `check_policy`) waits instead, as WAIT does, so a busy delivery
+    never fails at once and burns its dequeue count.
     """
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 
-    def not_run(admission: Admission, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def without_message(admission: Admission, arguments: dict[str, Any]) -> bool:
+        if admission.busy is None or busy.policy != Busy.DEFER:
+            return False
+        if deferral.find_message(arguments) is not None:
+            return False
+        log.warning(
+            "%s: Busy.DEFER found no trigger queue message (app setting %s is off and the "
+            "function does not take the message): waiting for the key instead",
+            fn.__qualname__, _trigger.ENABLE_SETTING,
+        )  # fmt: skip
+        return True
+
+    def not_run(admission: Admission, arguments: dict[str, Any]) -> Any:
         if admission.busy is None:
             return admission.result
-        arguments = signature.bind(*args, **kwargs).arguments
-        return busy.apply(admission, fn.__name__, arguments)
+        return busy.apply(admission, fn.__qualname__, arguments)
 
     if inspect.iscoroutinefunction(fn):
 
@@ -169,10 +217,13 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
             with invocation_scope(kwargs):
                 guard = make_guard(*args, **kwargs)
                 admission = await guard.enter_async(wait)
+                arguments = signature.bind(*args, **kwargs).arguments
+                if without_message(admission, arguments):
+                    admission = await guard.enter_async(True)
                 if not admission.run:
                     if admission.busy is not None and busy.policy == Busy.DEFER:
-                        return await off_loop(in_thread(lambda: not_run(admission, args, kwargs)))
-                    return not_run(admission, args, kwargs)
+                        return await off_loop(in_thread(lambda: not_run(admission, arguments)))
+                    return not_run(admission, arguments)
                 try:
                     with guard.running():
                         result = await fn(*args, **kwargs)
@@ -189,8 +240,13 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
         with invocation_scope(kwargs):
             guard = make_guard(*args, **kwargs)
             admission = guard.enter(wait)
+            arguments = signature.bind(*args, **kwargs).arguments
+            if without_message(admission, arguments):
+                admission = guard.enter(True)
+                if admission.busy is not None:
+                    raise admission.busy
             if not admission.run:
-                return not_run(admission, args, kwargs)
+                return not_run(admission, arguments)
             try:
                 with guard.running():
                     result = fn(*args, **kwargs)

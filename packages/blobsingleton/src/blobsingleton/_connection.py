@@ -33,10 +33,11 @@ class StorageAccount:
     they would find can be given once (`requests_environment`).
     """
 
-    connection_string: str | None = None
+    #: Holds the account key: never shown in a repr (which logs and tracebacks print).
+    connection_string: str | None = field(default=None, repr=False)
     blob_url: str | None = None
     queue_url: str | None = None
-    credential: Any = None
+    credential: Any = field(default=None, repr=False)
     client_options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     name: str = "AzureWebJobsStorage"
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)

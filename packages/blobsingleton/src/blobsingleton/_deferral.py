@@ -46,15 +46,7 @@ def defer(
     emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
 
 
-def find_message(arguments: dict[str, object]) -> QueueMessageLike:
-    """The invocation's trigger queue message: recorded by the worker extension
-    (`blobsingleton.queues.register_worker_extension`), else found among the guarded
-    function's arguments. Deferral needs a queue-triggered invocation."""
-    message = _trigger.trigger_message() or _trigger.queue_message_in(arguments)
-    if message is None:
-        raise TypeError(
-            "on_busy=DEFER needs the invocation's trigger queue message: run under the Python "
-            f"worker with {_trigger.ENABLE_SETTING}=1 (the extension records it), or pass the "
-            "func.QueueMessage to the guarded function"
-        )
-    return message
+def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
+    """The invocation's trigger queue message: recorded by the worker extension, else found
+    among the guarded function's arguments; None when neither has it."""
+    return _trigger.trigger_message() or _trigger.queue_message_in(arguments)

@@ -38,7 +38,9 @@ class _CaptureInThisThread(logging.Filter):
         return False
 
 
-log.addFilter(_CaptureInThisThread())
+# Filters of a logger do not apply to its children's records: every library logger gets one.
+for _name in ("blobsingleton", "blobsingleton.events"):
+    logging.getLogger(_name).addFilter(_CaptureInThisThread())
 
 
 @contextlib.contextmanager

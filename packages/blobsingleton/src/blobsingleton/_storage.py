@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 
+from blobsingleton._azure_sdk import response_hook
 from blobsingleton.errors import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -98,8 +99,7 @@ class ServiceTime:
 
     def __init__(self, client: Any = None) -> None:
         self.at: float | None = None
-        policy = getattr(getattr(client, "_config", None), "custom_hook_policy", None)
-        self._chained = getattr(policy, "_response_callback", None)
+        self._chained = response_hook(client)
 
     def __call__(self, response: Any) -> None:
         header = response.http_response.headers.get("Date")

@@ -15,8 +15,11 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Mapping
-from datetime import datetime
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import date, datetime
+from decimal import Decimal
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from blobsingleton import schedules
@@ -85,6 +88,10 @@ def _lookup(template: str, field: str, bound: Mapping[str, Any], schedule: str |
     )
 
 
+#: Values a key may be made of. Anything else (a list, a dict, an object) has no one spelling.
+_SCALARS = (str, int, float, Decimal, uuid.UUID, date)
+
+
 def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
     for part in path:
         if isinstance(value, Mapping) and part in value:
@@ -93,9 +100,23 @@ def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
             value = getattr(value, part)
         else:
             raise KeyTemplateError(template, field, f"has no {part!r}")
-    if value is None or isinstance(value, (dict, list)):
-        raise KeyTemplateError(template, field, "is empty or not a scalar")
-    return str(value)
+    if isinstance(value, Enum):
+        value = value.value
+    if value is None:
+        raise KeyTemplateError(template, field, "is missing (null)")
+    if isinstance(value, bool) or not isinstance(value, _SCALARS):
+        kind = type(value).__name__
+        raise KeyTemplateError(template, field, f"is a {kind}, not a string or a number")
+    text = str(value)
+    if not text.strip():
+        raise KeyTemplateError(template, field, "is empty or blank")
+    return text
+
+
+def function_scope(fn: Callable[..., Any]) -> str:
+    """The scope of a function's own keys: its module and qualified name, as a blob name
+    segment (as WebJobs scopes a singleton to `{functionFullName}`)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{fn.__module__}.{fn.__qualname__}")
 
 
 def _json_object(message: QueueMessageLike) -> dict[str, Any] | None:

@@ -21,8 +21,12 @@ arguments.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
+import os
 import threading
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +52,25 @@ _register_lock = threading.Lock()
 
 #: The worker's setting that turns extensions on (Python 3.10+: off unless set to true/1).
 ENABLE_SETTING = "PYTHON_ENABLE_WORKER_EXTENSIONS"
+
+
+_TRUE_LIKE = frozenset({"1", "true", "t", "yes", "y"})
+
+
+def extensions_on() -> bool:
+    """Whether the worker runs extensions: `PYTHON_ENABLE_WORKER_EXTENSIONS` true-like (the
+    worker's default is off on every Python this library supports)."""
+    return (os.environ.get(ENABLE_SETTING) or "").strip().lower() in _TRUE_LIKE
+
+
+def may_take_message(fn: Callable[..., Any]) -> bool:
+    """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
+    or one without an annotation (only the call can tell)."""
+    for parameter in inspect.signature(fn).parameters.values():
+        annotation = parameter.annotation
+        if annotation is inspect.Parameter.empty or "QueueMessage" in str(annotation):
+            return True
+    return False
 
 
 def trigger_message() -> QueueMessageLike | None:
@@ -91,34 +114,28 @@ def register_worker_extension() -> type:
     with _register_lock:
         if _registered:
             return _registered[0]
-        from azure.functions import AppExtensionBase
+        # Looked up, not imported by name: azure-functions ships no type information, and the
+        # extension's class is made from the worker's base class at run time.
+        base: Any = importlib.import_module("azure.functions").AppExtensionBase
 
-        class BlobsingletonTriggerMessage(AppExtensionBase):
-            """Records the invocation's trigger queue message for `Busy.DEFER`."""
+        def pre_invocation_app_level(
+            cls: type, logger: Any, context: Any, func_args: dict[str, object] | None = None,
+            *args: Any, **kwargs: Any,
+        ) -> None:  # fmt: skip
+            record(func_args)
 
-            @classmethod
-            def pre_invocation_app_level(
-                cls,
-                logger: Any,
-                context: Any,
-                func_args: dict[str, object] | None = None,
-                *args: Any,
-                **kwargs: Any,
-            ) -> None:
-                record(func_args)
+        def post_invocation_app_level(cls: type, *args: Any, **kwargs: Any) -> None:
+            forget()
 
-            @classmethod
-            def post_invocation_app_level(
-                cls,
-                logger: Any,
-                context: Any,
-                func_args: dict[str, object] | None = None,
-                func_ret: object | None = None,
-                *args: Any,
-                **kwargs: Any,
-            ) -> None:
-                forget()
+        def body(namespace: dict[str, Any]) -> None:
+            namespace["__doc__"] = "Records the invocation's trigger queue message for DEFER."
+            namespace["__module__"] = __name__
+            namespace["pre_invocation_app_level"] = classmethod(pre_invocation_app_level)
+            namespace["post_invocation_app_level"] = classmethod(post_invocation_app_level)
 
+        BlobsingletonTriggerMessage = types.new_class(
+            "BlobsingletonTriggerMessage", (base,), exec_body=body
+        )
         _registered.append(BlobsingletonTriggerMessage)
         return BlobsingletonTriggerMessage
 

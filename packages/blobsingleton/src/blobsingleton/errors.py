@@ -126,13 +126,18 @@ class AlreadyInProgress(OnceError, TimeoutError):
 
 
 class PayloadMismatch(OnceError, ValueError):
-    """The same key arrived with a different payload than the one recorded."""
+    """The same key arrived with a different payload than the one recorded.
 
-    _fields = ("key",)
+    `fields`: the names of the payload's fields that differ, when the payload is a mapping
+    (empty for a payload compared whole); names only, never values."""
 
-    def __init__(self, key: str) -> None:
-        super().__init__(f"run-once key {key!r} was used before with a different payload")
+    _fields = ("key", "fields")
+
+    def __init__(self, key: str, fields: tuple[str, ...] = ()) -> None:
+        differ = f" (fields that differ: {', '.join(fields)})" if fields else ""
+        super().__init__(f"run-once key {key!r} was used before with a different payload{differ}")
         self.key = key
+        self.fields = tuple(fields)
 
 
 class RunLost(OnceError):
@@ -146,8 +151,36 @@ class RunLost(OnceError):
         self.reason = reason
 
 
+class ResultNotStorable(OnceError, TypeError):
+    """A `@once` function returned a value its result codec cannot store, so a duplicate
+    could not get it back. Raised by the first call (after its work ran once: the key is
+    completed, not run again) and by every duplicate; pass `@once(result=codec)` for such a
+    type."""
+
+    _fields = ("key", "function", "type_name")
+
+    def __init__(self, key: str, function: str, type_name: str) -> None:
+        super().__init__(
+            f"run-once key {key!r} of {function}: a result of type {type_name} cannot be stored for its duplicates;"
+            " return JSON, a dataclass, Decimal, datetime, an HttpResponse..., or pass"
+            " @once(result=codec)"
+        )
+        self.key = key
+        self.function = function
+        self.type_name = type_name
+
+
 class RecordConflict(OnceError):
-    """A conditional write lost a race: the record exists, changed, or is gone."""
+    """A conditional write lost a race: the record exists, changed, or is gone.
+
+    `existing`: the record there now, when the store knows it without another request."""
+
+    def __init__(self, reason: str, existing: Any = None) -> None:
+        super().__init__(reason)
+        self.existing = existing
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        return (type(self), (str(self), self.existing))
 
 
 # -- schedules ----------------------------------------------------------------------------------
@@ -218,6 +251,7 @@ __all__ = [
     "OutsideGuardedCall",
     "PayloadMismatch",
     "RecordConflict",
+    "ResultNotStorable",
     "RunLost",
     "SettingMissing",
     "StorageUnavailable",
