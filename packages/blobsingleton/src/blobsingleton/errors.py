@@ -161,9 +161,9 @@ class ResultNotStorable(OnceError, TypeError):
 
     def __init__(self, key: str, function: str, type_name: str) -> None:
         super().__init__(
-            f"run-once key {key!r} of {function}: a result of type {type_name} cannot be stored for its duplicates;"
-            " return JSON, a dataclass, Decimal, datetime, an HttpResponse..., or pass"
-            " @once(result=codec)"
+            f"run-once key {key!r} of {function}: a result of type {type_name} cannot be"
+            " stored for its duplicates; return JSON, a dataclass, Decimal, datetime, an"
+            " HttpResponse..., or pass @once(result=codec)"
         )
         self.key = key
         self.function = function

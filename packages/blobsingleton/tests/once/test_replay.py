@@ -65,7 +65,7 @@ RESULTS: dict[str, Any] = {
         dt.time(23, 59),
         dt.timedelta(days=1, seconds=5),
         uuid.UUID("12345678-1234-5678-1234-567812345678"),
-    ],  # fmt: skip
+    ],
     "containers": (1, frozenset({2}), {3}, {4: "int key"}, b"\x00bytes", bytearray(b"ba")),
     "a dict with the tag as a key": {"$t": "not a tag", "other": 1},
     "enum and named tuple": [Colour.RED, Point(1, 2)],
@@ -123,7 +123,7 @@ def test_every_result_comes_back_equal_and_fresh(where: str, name: str) -> None:
 
 
 def test_a_dataclass_comes_back_as_itself_with_its_computed_fields(where: str) -> None:
-    first, duplicate, _ = replayed(where, lambda: SHIPMENT)
+    _first, duplicate, _ = replayed(where, lambda: SHIPMENT)
     assert isinstance(duplicate, Shipment) and duplicate == SHIPMENT
     assert duplicate.count == 2 and isinstance(duplicate.lines[0], Line)
     assert isinstance(duplicate.amount, Decimal) and duplicate.when.tzinfo is not None
