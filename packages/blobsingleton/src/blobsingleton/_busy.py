@@ -209,7 +209,7 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
     def not_run(admission: Admission, arguments: dict[str, Any]) -> Any:
         if admission.busy is None:
             return admission.result
-        return busy.apply(admission, fn.__qualname__, arguments)
+        return busy.apply(admission, fn.__name__, arguments)
 
     if inspect.iscoroutinefunction(fn):
 

@@ -24,7 +24,7 @@ log = logging.getLogger("blobsingleton.events")
 #: The library's own event kinds. An app adds its own (`events.emit("stale_writer", ...)`).
 KINDS = frozenset(
     {"acquire", "busy_skip", "defer", "renewal_failed", "lost", "takeover", "break", "reset",
-     "completed"}
+     "completed", "replay"}
 )  # fmt: skip
 _WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset"})
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")

@@ -23,7 +23,7 @@ MAX_METADATA_RECORD = 4096
 
 def metadata(record: Record, body: bytes) -> dict[str, str]:
     """The metadata a record's blob is written with."""
-    values = {"ttl": repr(float(record.ttl))}
+    values = {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
     if len(body) <= MAX_METADATA_RECORD:
         values[RECORD_METADATA] = base64.b64encode(body).decode("ascii")
     return values

@@ -44,8 +44,9 @@ class Record:
     #: lost knows the record as its own by it.
     claim: str = ""
     etag: str | None = None
-    #: Seconds the record lives after its last write, in storage's time.
-    ttl: float = 0.0
+    #: Seconds the record lives after its last write, in storage's time (None: it says only
+    #: when it expires, `expires_at`, judged against the store's read time or the clock).
+    ttl: float | None = None
     #: Storage's time of the last write (the latest it can have been), as the store reports it.
     written_at: float | None = None
     #: Storage's time when the store read this record.
@@ -56,9 +57,9 @@ class Record:
 
         `now` is only consulted for a record whose store reports no storage time at all.
         """
-        if self.ttl <= 0:
+        if self.ttl is not None and self.ttl <= 0:
             return 0.0  # written to be abandoned on sight (work guarded by a lease)
-        if self.written_at is not None and self.read_at is not None:
+        if self.ttl is not None and self.written_at is not None and self.read_at is not None:
             return self.written_at + self.ttl - self.read_at
         reference = self.read_at if self.read_at is not None else now
         return self.expires_at - (time.time() if reference is None else reference)

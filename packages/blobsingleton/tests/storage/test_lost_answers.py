@@ -63,7 +63,7 @@ def run(store: BlobRecordStore, key: str = "job") -> OnceHandler:
 
 
 def duplicate(container_name: str, key: str = "job") -> Any:
-    return OnceHandler(store_over(container_name), key, in_progress_timeout=60.0).begin()
+    return run(store_over(container_name), key).begin()
 
 
 @pytest.mark.parametrize("fault", LANDED)
