@@ -6,8 +6,7 @@ import threading
 from datetime import date
 
 import pytest
-from blobsingleton import BlobLease, LeaseLost, once
-from blobsingleton import ops
+from blobsingleton import BlobLease, LeaseLost, once, ops
 from blobsingleton.config import scope_of
 from blobsingleton.leases import read_lock
 from blobsingleton.records import Status

@@ -6,7 +6,7 @@
 3. the route parameters, then query parameters, of a `func.HttpRequest` argument;
 4. `{occurrence}`: the schedule occurrence of a `func.TimerRequest` argument (needs the
    schedule), the same on every instance however late each one fires, and for a timer that
-   fired up to `schedules.EARLY_FIRE` early (with the host's daylight-saving rules).
+   fired up to `timerschedules.EARLY_FIRE` early (with the host's daylight-saving rules).
 `%SETTING%` is replaced by the app setting first.
 """
 
@@ -22,8 +22,9 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-from blobsingleton import schedules
-from blobsingleton.errors import KeyTemplateError
+import timerschedules
+
+from blobsingleton.errors import KeyTemplateError, SettingMissing
 from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders
 
@@ -132,13 +133,14 @@ def _occurrence(
 ) -> str:
     """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
 
-    Taken from the host's schedule status and the schedule (`schedules.fired_occurrence`),
+    Taken from the host's schedule status and the schedule (`timerschedules.fired_occurrence`),
     not from the instance's clock alone, so every instance derives the same key.
     """
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
-        moment = schedules.fired_occurrence(schedule, timer.schedule_status, now)
-    except (schedules.InvalidSchedule, schedules.NoOccurrence) as error:
+        text = resolve_placeholders(schedule)
+        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now)
+    except (SettingMissing, timerschedules.InvalidSchedule, timerschedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

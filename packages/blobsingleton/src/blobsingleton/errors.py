@@ -183,37 +183,6 @@ class RecordConflict(OnceError):
         return (type(self), (str(self), self.existing))
 
 
-# -- schedules ----------------------------------------------------------------------------------
-#: The host's message for a schedule it cannot read (Microsoft.Azure.WebJobs.Extensions.Timers);
-#: its own words when it refuses a schedule (the timer extension's CronSchedule).
-HOST_MESSAGE = (
-    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
-)
-
-
-class InvalidSchedule(BlobSingletonError, ValueError):
-    """A schedule the host would refuse: the function fails to index, as on Azure."""
-
-    _fields = ("schedule", "reason", "function")
-
-    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
-        where = f"Error indexing method 'Functions.{function}'. " if function else ""
-        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
-        self.schedule = schedule
-        self.reason = reason
-        self.function = function
-
-
-class NoOccurrence(BlobSingletonError, LookupError):
-    """A valid schedule that never fires (an impossible date such as February 30)."""
-
-    _fields = ("schedule",)
-
-    def __init__(self, schedule: str) -> None:
-        super().__init__(f"schedule {schedule!r} has no occurrence")
-        self.schedule = schedule
-
-
 # -- operations ---------------------------------------------------------------------------------
 class OpsError(BlobSingletonError):
     """An operation an operator asked for cannot be done; the message says why."""
@@ -232,18 +201,15 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "HOST_MESSAGE",
     "AlreadyInProgress",
     "BlobSingletonError",
     "InvalidKey",
     "InvalidRequest",
-    "InvalidSchedule",
     "KeyTemplateError",
     "LeaseError",
     "LeaseLost",
     "LeaseNotHeld",
     "LeaseTimeout",
-    "NoOccurrence",
     "NotFound",
     "NotHeld",
     "OnceError",
