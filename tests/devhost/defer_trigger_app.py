@@ -1,7 +1,8 @@
-"""A function app whose guarded function does not take the trigger message, yet DEFERs it.
+"""A function app whose queue function DEFERs through a guarded helper.
 
-Settings: DEFER_QUEUE, SAMPLE_RECORD_FILE, LEASE_CONTAINER (set by the test); with
-DEFER_TAKES_MESSAGE set, the guarded function takes the message instead.
+Settings: DEFER_QUEUE, SAMPLE_RECORD_FILE, LEASE_CONTAINER (set by the test). With
+DEFER_TAKES_MESSAGE set the helper takes the message it would re-enqueue; without it the helper
+does not, and the app must fail to index.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def take(msg: func.QueueMessage) -> None:
     if TAKES_MESSAGE:
         work_with(key, msg)
     else:
-        work(key)  # the message itself is not passed: DEFER finds it through the extension
+        work(key)  # no message to re-enqueue: refused when the app is indexed
 
 
 if TAKES_MESSAGE:

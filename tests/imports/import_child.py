@@ -46,13 +46,10 @@ def main() -> int:
 
     install_signal_handlers()
     if mode == "function":
-        from blobsingleton.testing import triggered_by
-
         from functions.imports import import_account
 
         msg = func.QueueMessage(id="child", body=sys.argv[3].encode())
-        with triggered_by(msg):  # as the worker runs it, its extension recording the trigger
-            import_account(msg)
+        import_account(msg)
         return 0
     request = ImportRequest.nightly(account, date(2026, 11, 22))
     with BlobLease(f"import-{account}", poll_interval=0.5) as lease:

@@ -13,7 +13,7 @@ from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
 from blobsingleton.config import scope_of
 from blobsingleton.records import BlobRecordStore
-from blobsingleton.testing import crashed_run, triggered_by
+from blobsingleton.testing import crashed_run
 from timerschedules import fired_occurrence
 
 from functions.imports import (
@@ -129,7 +129,7 @@ def test_an_invalid_message_goes_to_poison_with_nothing_run(imports_env: Imports
 
 def test_a_busy_account_defers_the_message(imports_env: ImportsEnv) -> None:
     msg = message("acme")
-    with BlobLease("import-acme"), triggered_by(msg):  # as the worker runs it, with its extension
+    with BlobLease("import-acme"):
         import_account(msg)
     assert queue_count(imports_env.queue) == 1  # a delayed copy, invisible for now
     assert imports_env.messages(imports_env.queue) == []

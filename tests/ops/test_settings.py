@@ -16,7 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
-           ROOT / "packages" / "blobsingleton" / "src"]  # fmt: skip
+           ROOT / "packages" / "blobsingleton" / "src",
+           ROOT / "packages" / "timerschedules" / "src"]  # fmt: skip
 READERS = {
     "setting",
     "require",
@@ -35,15 +36,11 @@ PLATFORM = {
     "AzureFunctionsWebHost__hostid",
 }  # fmt: skip
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
-#: belong (PYTHON_ENABLE_WORKER_EXTENSIONS: the worker runs the extension DEFER relies on).
+#: belong.
 HOST_ONLY = {
-    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING", "PYTHON_ENABLE_WORKER_EXTENSIONS"},
-    "sample": {
-        "FUNCTIONS_WORKER_RUNTIME",
-        "AzureWebJobsFeatureFlags",
-        "PYTHON_ENABLE_WORKER_EXTENSIONS",
-    },
-    "docs": {"PYTHON_ENABLE_WORKER_EXTENSIONS"},
+    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING"},
+    "sample": {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsFeatureFlags"},
+    "docs": set(),
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")

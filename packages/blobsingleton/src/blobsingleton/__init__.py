@@ -24,7 +24,6 @@ from blobsingleton._busy import Busy
 from blobsingleton._connection import StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
-from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._shutdown import release_all as _release_all
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
@@ -50,7 +49,6 @@ __all__ = [
     "BlobSingletonError",
     "Busy",
     "LeaseLost",
-    "LeaseSemaphore",
     "LeaseTimeout",
     "Mode",
     "PayloadMismatch",

@@ -1,18 +1,6 @@
 """Every private attribute of the Azure SDK this library reads, in one place, each with a fallback.
 
-Two, both about cost, never behaviour (the SDK versions they were read from are pinned in the
-package's bounds, `azure-core<2` and `azure-storage-blob<13`; `tests/storage/test_sdk_internals.py`
-fails on an upgrade that removes them):
-
-- `pipeline_sender(container)`: the `ContainerClient`'s own pipeline (`_client._client`, its
-  credential, retries, hooks and transport), so listings are sent as the SDK sends them and
-  parsed without its models (`_listing`: a quarter of the CPU). Fallback: the SDK's
-  `list_blobs`, which costs four times the client CPU per listed name.
-- `response_hook(client)`: the `raw_response_hook` an application built its client with (the
-  Storage SDK's `StorageResponseHook._response_callback`, among the pipeline's policies): a
-  per-call hook replaces it, so the one the library passes to read storage's clock
-  (`_storage.ServiceTime`) calls it in turn. Fallback: without it, such an application hook
-  is not called for the library's reads and writes of run-once records.
+How it works: `docs/internals.md`, `_azure_sdk.py`.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import time
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 from blobsingleton import _defaults, _keep
@@ -70,8 +69,7 @@ class BlobLease(BaseLease):
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
         self.namespace = resolve_namespace(namespace)
         named = prefix(self.namespace, scope)
-        self._candidates = [LockBlob(locks, blob_name(named, k), k) for k in self._blobs()]
-        self._lock = self._candidates[0]
+        self._lock = LockBlob(locks, blob_name(named, key), key)
         self.fair = fair
         line_blob = blob_name(named, key)
         self._line = WaitingLine(locks, line_blob, key, self.period) if fair else None
@@ -85,10 +83,6 @@ class BlobLease(BaseLease):
         self._publish_at_acquire = publish_owner_at_acquire
         self._published = False
         self._lease_id = ""
-
-    def _blobs(self) -> Sequence[str]:
-        """The lock blobs this lease may take, any one of them (one for a plain lease)."""
-        return [self.key]
 
     def _try_acquire(self) -> int | None:
         wait = self._wait
@@ -109,14 +103,9 @@ class BlobLease(BaseLease):
             lease_id = wait.lease_id
         else:
             lease_id = str(uuid.uuid4())
-        for lock in random.sample(self._candidates, len(self._candidates)):
-            try:
-                lock.acquire(lease_id, self.period)
-            except LockBusy:
-                continue
-            self._lock = lock
-            break
-        else:
+        try:
+            self._lock.acquire(lease_id, self.period)
+        except LockBusy:
             return None
         self._turns, self._turns_since = 1, time.monotonic()
         return self._acquired(lease_id, fence=True)
@@ -208,8 +197,7 @@ class BlobLease(BaseLease):
     def _may_keep(self) -> bool:
         now = time.monotonic()
         return (
-            len(self._candidates) == 1
-            and self._clock is time.monotonic
+            self._clock is time.monotonic
             and self._turns < _keep.TURNS
             and now - self._turns_since < _keep.TURNS_WITHIN
             and now - self._confirmed_at < self.period / 3 - 1.0
@@ -230,8 +218,6 @@ class BlobLease(BaseLease):
 
     def _take_kept(self) -> int | None:
         """Take the lease this process keeps for this key, if any: 1 request (the token)."""
-        if len(self._candidates) != 1:
-            return None
         kept = _keep.take(self._memory_key, time.monotonic(), self.period)
         if kept is None:
             return None

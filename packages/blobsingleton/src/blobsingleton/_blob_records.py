@@ -1,19 +1,6 @@
 """Run-once records as small block blobs, written with If-None-Match / If-Match.
 
-A record is `{namespace}/{encoded key}` in the records container, or `{namespace}/{scope}/
-{encoded key}` for a function's own records (see `_namespace`, `@once(scope=...)`); how it is
-kept in the blob is `_record_blob`.
-
-The store answers the four operations and keeps what makes them cheap to itself, through the
-process's watcher of its prefix (`_record_watch`):
-
-- a completed record seen in the last seconds answers a create as a conflict, with no request;
-- where the process's keys are mostly found done, a create looks first, with every other key
-  looked at in the same instant (one listing), and a key already there is a conflict;
-- where copies of one event race here (creates keep losing), a create waits its rank, watching
-  the key, so the copy ranked first creates and the others see its record;
-- a lost create race is told what the winner wrote at the watcher's next tick, not by a read;
-- `watch` holds a delivery whose key is in progress until its record changes.
+How it works: `docs/internals.md`, `_blob_records.py`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """What both decorators share: the busy policy, and one sync/async wrapper around a guard.
 
-`@singleton` and `@once` differ only in what guards an invocation (a lease, a run-once
-record). Everything else is here, once: deciding whether to run, applying the busy policy,
-settling the guard after the body, keeping blocking storage calls off the event loop, and
-giving back what was taken when an async invocation is cancelled.
+How it works: `docs/internals.md`, `_busy.py`.
 """
 
 from __future__ import annotations
@@ -18,12 +15,10 @@ from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _deferral as deferral
-from blobsingleton import _trigger
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope
 from blobsingleton._offloop import off_loop
-from blobsingleton.errors import SettingMissing
 
 log = logging.getLogger("blobsingleton")
 
@@ -77,19 +72,13 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
 
 
 def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
-    """Refuse DEFER on a function that can never find its trigger message, when the worker
-    indexes the app (not at every busy delivery).
-
-    DEFER re-enqueues the invocation's trigger message. The worker extension records it only
-    where the worker runs extensions (`PYTHON_ENABLE_WORKER_EXTENSIONS`, off by default on
-    Python 3.10 and later); otherwise it must be among the guarded function's arguments. A
-    function whose parameters are all annotated, none as a queue message, cannot find it."""
-    if policy == Busy.DEFER and not _trigger.extensions_on() and not _trigger.may_take_message(fn):
-        raise SettingMissing(
-            _trigger.ENABLE_SETTING,
-            f"{fn.__qualname__}: Busy.DEFER re-enqueues the trigger queue message, which this "
-            f"function does not take: set app setting {_trigger.ENABLE_SETTING}=1 (the worker "
-            "then runs the extension that records it), or pass the func.QueueMessage to it",
+    """Refuse DEFER on a function that never takes the queue message it would re-enqueue
+    (its parameters all annotated, none as one), when the worker indexes the app, rather
+    than fail every busy delivery at once and burn its dequeue count."""
+    if policy == Busy.DEFER and not deferral.may_take_message(fn):
+        raise TypeError(
+            f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
+            "the func.QueueMessage to the function it guards"
         )
 
 
@@ -140,10 +129,6 @@ class BusyHandling:
     defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
 
-    def __post_init__(self) -> None:
-        if self.policy == Busy.DEFER:  # DEFER finds the trigger message through the worker
-            _trigger.register_if_available()
-
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
         error = admission.busy
@@ -187,9 +172,9 @@ unguarded = _Unguarded()
 def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
     """Wrap `fn` (sync or async, signature kept for the worker's indexing) in its guard.
 
-    `make_guard(*args, **kwargs)` builds the guard of one invocation. A DEFER that cannot find
-    its trigger message (see `check_policy`) waits instead, as WAIT does, so a busy delivery
-    never fails at once and burns its dequeue count.
+    `make_guard(*args, **kwargs)` builds the guard of one invocation. A DEFER that finds no
+    queue message among the arguments (see `check_defer`) waits instead, as WAIT does, so a
+    busy delivery never fails at once and burns its dequeue count.
     """
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
@@ -200,9 +185,8 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
         if deferral.find_message(arguments) is not None:
             return False
         log.warning(
-            "%s: Busy.DEFER found no trigger queue message (app setting %s is off and the "
-            "function does not take the message): waiting for the key instead",
-            fn.__qualname__, _trigger.ENABLE_SETTING,
+            "%s: Busy.DEFER found no queue message among its arguments: waiting for the key "
+            "instead", fn.__qualname__,
         )  # fmt: skip
         return True
 

@@ -1,9 +1,6 @@
 """Where the library's blobs (and deferred queue messages) live: one storage account.
 
-`from_settings("AzureWebJobsStorage")` reads the connection the way the Functions host does:
-a connection string (`UseDevelopmentStorage=true` included, which the SDK understands), or
-identity-based settings (`__accountName`, or `__blobServiceUri` / `__queueServiceUri`) with
-`DefaultAzureCredential`. Anything else is given explicitly: a URL plus a credential.
+How it works: `docs/internals.md`, `_connection.py`.
 """
 
 from __future__ import annotations

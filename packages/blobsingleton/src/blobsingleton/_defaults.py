@@ -1,12 +1,6 @@
 """What a lease or record uses when nothing is injected: the Functions conventions.
 
-Storage: the account app setting `AzureWebJobsStorage` names (connection string or identity
-settings), the account the host itself uses. Containers: app settings `LEASE_CONTAINER` and
-`RUNONCE_CONTAINER`, else `locks` and `runonce`. Pass a `ContainerClient` (or a
-`StorageAccount`) to any lease, record store or decorator to choose otherwise.
-
-The decorators get their lease (per invocation) and record store (kept) here; inside
-`blobsingleton.testing.memory_backends()` they come from its in-memory backends instead.
+How it works: `docs/internals.md`, `_defaults.py`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """One structured log record per lease and run-once event, for operators to query.
 
-Every record goes to the `blobsingleton.events` logger with its dimensions as `extra`
-attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions), again
-under `custom_dimensions` (the OpenCensus handler's convention), and in the message itself as
-`event=KIND key=... token=...` pairs (values with spaces JSON-quoted), because the Python
-worker's default forwarding to the host sends the message and drops `extra`: Kusto's
-`parse-kv` reads the pairs back whichever way the record travelled. Dimensions are ids, tokens,
-durations and reasons an operator typed: never payloads.
+How it works: `docs/internals.md`, `_events.py`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The public lease API, independent of where the lease lives.
 
-`BaseLease` owns acquire/release, waiting, background renewal, the lost-lease signal and the
-context managers. A backend implements three methods, `_try_acquire`, `_renew` and
-`_release`; one may also plan a blocking acquire's waits itself (`_waits`, jittered polling
-by default: the blob lease waits in a line there). Renewal is a loop waiting on an Event;
-unlike a silent renewal thread, losing the lease is always visible: `is_held` turns False and
-`ensure_held()` raises at once, `on_lost` is called, then `lost` is set.
-
-The renewal thread carries the invocation's id (`_invocation.thread_target`); records of
-calls run off the loop are emitted by the awaiting task. The async paths keep every storage
-call off the event loop, and a cancelled `acquire_async` gives back a lease its attempt took
-after the task was gone.
+How it works: `docs/internals.md`, `_lease.py`.
 """
 
 from __future__ import annotations

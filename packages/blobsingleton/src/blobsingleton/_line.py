@@ -1,30 +1,6 @@
 """A waiting line per key, so that waiters get a contended lease in arrival order.
 
-Blob leases are not fair: a holder that releases and asks again at once wins almost every
-time, because waiters only poll. The line fixes that with what Blob Storage does atomically:
-
-- A waiter takes a ticket (the sequence number of a `{lock}.tickets` page blob, incremented
-  by the service: one request, strictly increasing) and writes an entry blob
-  `{lock}.line/{ticket}` carrying the lease id it will use.
-- A fair holder does not release into the void: it lists the line (one request) and
-  *changes* its lease to the lease id of the first live entry (Change Lease). The lease is
-  never free while someone waits, so nobody can barge in; the waiter finds it holds the key
-  when it next asks (an Acquire Lease with its own id succeeds on a lease that already has
-  that id).
-- Waiters do not poll the line. Each knows its place (counted from the ticket its own process
-  last handed to, else one listing) and plans when to look again from the pace the line was
-  seen moving; the next in line asks for the lease shortly before the holder's turn should
-  end (as long as this process's own turns take), then every 50 ms, backing off while a long
-  hold runs on; a line standing still makes everyone look less often. What a process learns
-  is kept in `_keep` (never written to storage).
-- Entries prove their waiter alive by being rewritten every third of a lease period; one not
-  rewritten for a period is skipped, so a dead waiter blocks the line for at most one lease
-  period (the lease handed to it expires unrenewed; waiters behind a line that stood still
-  for a period ask for the lease too). Both times are storage's: an entry's Last-Modified
-  against the listing's `Date`.
-
-Mutual exclusion is still the lease alone; the line only decides who tries. `WaitingLine`
-is the line in storage; `LineWait` is one blocking acquire's place in it and its plan.
+How it works: `docs/internals.md`, `_line.py`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """One page of List Blobs (names, etags, Last-Modified, metadata), parsed without the SDK's models.
 
-The watcher of waiting keys (`_record_watch`) and a waiting line (`_line`) list blobs with
-their metadata many times a second. The SDK turns each listed name into a `BlobProperties`
-through its generic model deserialiser: about 0.2 ms of client CPU per name, so a page of 32
-names cost about five reads' worth, the largest share of a guarded delivery's client CPU when
-8 instances race. This module sends the same request (`restype=container&comp=list`, the
-client's API version) through the container client's own pipeline (its credential, retries,
-hooks and transport) and reads the four fields it needs with ElementTree: the same answer for
-about a quarter of the CPU (a 32-name page: 1.6 ms against 6.4).
-
-The pipeline is reached through an SDK internal (`_azure_sdk.pipeline_sender`). Where it is
-missing (another SDK version, a wrapper standing in for a `ContainerClient`) `list_page` falls
-back to the SDK's `list_blobs`, so behaviour never depends on it, only cost. Errors are the
-SDK's: an `HttpResponseError` (`ResourceNotFoundError` for 404) carrying its `error_code`.
+How it works: `docs/internals.md`, `_listing.py`.
 """
 
 from __future__ import annotations

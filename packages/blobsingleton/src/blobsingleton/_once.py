@@ -1,11 +1,6 @@
 """`@once(key)`: run a function's work once per key, however many deliveries arrive.
 
-    @once("email-{notification.event_id}", payload=lambda n, msg: n.to_dict(),
-          on_in_progress=Busy.DEFER, queue="%NOTIFICATIONS_QUEUE%")
-    def deliver(notification: Notification, msg: func.QueueMessage) -> dict: ...
-
-A completed key returns the first call's result, rebuilt (`_results`), without running; an
-exception frees the key so the host's retry runs it again.
+How it works: `docs/internals.md`, `_once.py`.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """The run-once state machine for one key, independent of how the work is called.
 
-    begin(): save in progress ──► EXECUTE ──(work)──► complete(result)   in_progress → completed
-      │ on conflict, act on the record there:        └─(raises)──► fail()  record deleted
-      ├──► STORED       completed before: return its stored result
-      ├──► BUSY         in progress elsewhere and not expired
-      ├──► ABANDONED    in progress elsewhere, expired, and mode is at-most-once: never rerun
-      └──► EXECUTE      in progress but expired (a crashed run), or completed past retention:
-                        taken over with a conditional replace
-
-Liveness comes from a heartbeat, not from a fixed timeout: while the work runs, the record's
-expiry is pushed `in_progress_timeout` (default 15 s) ahead every third of it, so a run that
-lasts an hour keeps its key and a crashed one's record expires within one timeout. Every write
-is conditional (If-None-Match / If-Match), so two deliveries racing on one key cannot both
-EXECUTE, and a heartbeat that finds the record changed knows its run was taken over (`lost`).
-`under_lease=True` is for work already guarded by a lease whose holder is the only one that
-can get here: a record found in progress is a lost run's and is taken over at once, and no
-heartbeat beats.
-
-A BUSY delivery can be held in its process (`hold`) while the store watches the record
-(`RecordStore.watch`), and is decided again as soon as it changes or could expire.
-
-No instance's clock decides an expiry: a record lives `ttl` seconds after its last write in
-the storage service's time (`_records`). The holder measures its own deadline on its
-monotonic clock from when it sent its last successful write (`ensure_held`).
+How it works: `docs/internals.md`, `_once_handler.py`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """How a run-once record is kept in a blob, and read back in storage's time.
 
-The blob's body is the record's JSON. Its metadata carries `ttl` and, when under 4 KB, the
-same JSON again (`record`, base64), so one listing says what many records are without
-reading their bodies (`_record_watch`). The service's `Last-Modified` says when it was
-written and a response's `Date` when it was read: both whole seconds.
+How it works: `docs/internals.md`, `_record_blob.py`.
 """
 
 from __future__ import annotations

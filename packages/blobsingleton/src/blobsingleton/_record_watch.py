@@ -1,34 +1,6 @@
 """One watcher per process and records namespace: many keys' records, one request per tick.
 
-A delivery that finds its key in progress elsewhere is held in its process for a moment
-(`@once(hold_busy=...)`) instead of being re-queued at once, and registers here with the etag
-it saw. One thread per namespace asks storage for every key waiting in the process at once:
-a List Blobs (with metadata) over the longest common prefix of their blob names when two or
-more wait (at most `PAGE_SIZE` names, one page), a conditional GET (If-None-Match: the etag
-seen; 304 while nothing changed) for a lone key and for any name the listing did not reach,
-so keys without a common prefix (random ids) cost no more than reading them. A record's JSON
-travels in its blob metadata (`record`, base64; see `_record_blob`), so a listing says what
-each record now is without reading the bodies. The same ticks answer first reads arriving
-together (`read`: gathered for `GATHER_QUIET` to `GATHER_MAX` seconds), copies waiting their
-rank before creating, and deliveries that lost a create race.
-
-Pacing: a held delivery's first tick comes one typical run duration (this process's recent
-runs, `note_run`) after it starts waiting, later ones back off to `MAX_TICK`. Ticks no first
-read asked for are paid by waiting deliveries (`TICKS_PER_WAIT` each); without a token the
-next comes `MAX_TICK` after the last, so a wait is never starved and a crashed run's record is
-still seen to expire. A waiter is released as soon as its record differs from what it saw
-(completed, deleted by a failed run, taken over), or at its deadline with the record as it was.
-
-The watcher also keeps what the handler adapts to: how often first looks here find keys
-already done (few: create without reading first, `create_first`) and how often creates lose
-(many: copies of one event arrive together, so a copy waits its rank before creating,
-`create_delay`, and the copy ranked first creates while the others see its record).
-
-Completed records the watcher sees (its listings cover neighbours too, and this process's own
-writes) are remembered for `REMEMBER_SECONDS` (never past their own expiry), so a later
-duplicate in this process is answered without a request (`known`). A delete in this process
-forgets at once; an operator's reset of a key (`ops reset`) from elsewhere is therefore seen
-by a process that remembered it at most that long after.
+How it works: `docs/internals.md`, `_record_watch.py`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Run-once records: what is stored per key, and the store of four operations behind it.
 
-A record lives `ttl` seconds after its last write, judged in the storage service's time: a
-store reports when storage wrote the record (`written_at`, the latest instant it can have
-been) and when storage served the read (`read_at`), so no instance's clock decides whether a
-record has expired. `expires_at` (the writer's clock plus `ttl`) is written for people reading
-a record; it decides only for a store that reports no storage time.
+How it works: `docs/internals.md`, `_records.py`.
 """
 
 from __future__ import annotations

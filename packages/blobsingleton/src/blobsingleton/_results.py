@@ -1,14 +1,6 @@
 """What a duplicate gets back: the first call's result, stored as JSON and rebuilt fresh.
 
-JSON values are stored as they are. Other values a function commonly returns are stored as a
-small tagged object (`{"$t": tag, ...}`) and rebuilt as they were: `Decimal`, `datetime`,
-`date`, `time`, `timedelta`, `UUID`, `bytes`, tuples, sets, dicts whose keys are not all
-strings, `Enum` members, dataclasses, pydantic models and `azure.functions.HttpResponse`
-(status, headers, body, mimetype, charset). A class is rebuilt by importing it from where it
-was defined (`module:qualname`), so it must be importable (not defined inside a function).
-Anything else is refused, with its type named, unless the decorator is given a codec of its
-own (`@once(result=...)`). Every decode builds new objects: a replay never hands out an
-object another call holds.
+How it works: `docs/internals.md`, `_results.py`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """`@singleton`: WebJobs' `[Singleton]` for Python v2 functions, on blob leases.
 
-    @bp.queue_trigger(arg_name="msg", queue_name="%IMPORT_QUEUE%", connection="AzureWebJobsStorage")
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
-    def import_account(msg: func.QueueMessage) -> None:
-        lease = current_lease()          # token for fenced writes, ensure_held() before effects
-
-Goes under the trigger decorator (innermost). The wrapper keeps the signature and the
-coroutine-ness the Python worker inspects when it indexes the function. A lease is the
-function's own (`scope="function"`, as WebJobs' `SingletonScope.Function`) unless shared by
-every function of the app that names the key (`scope="app"`, `SingletonScope.Host`). Two
-`@singleton` on one function are refused when decorated, as WebJobs refuses them: two
-functions taking two locks in opposite orders would wait on each other until a timeout. A
-function that needs several keys names them in one decorator, which takes them in one order.
+How it works: `docs/internals.md`, `_singleton.py`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Resolve key templates like WebJobs' `[Singleton("{Region}")]` from a function's arguments.
 
-`"import-{account}"`: `{name}` or `{name.attr}` is looked up, in order, among
-1. the decorated function's parameters by name (attributes or dict keys after the dot);
-2. the fields of a JSON object body of a `func.QueueMessage` argument;
-3. the route parameters, then query parameters, of a `func.HttpRequest` argument;
-4. `{occurrence}`: the schedule occurrence of a `func.TimerRequest` argument (needs the
-   schedule), the same on every instance however late each one fires, and for a timer that
-   fired up to `timerschedules.EARLY_FIRE` early (with the host's daylight-saving rules).
-`%SETTING%` is replaced by the app setting first.
+How it works: `docs/internals.md`, `_templates.py`.
 """
 
 from __future__ import annotations

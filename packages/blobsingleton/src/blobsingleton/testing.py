@@ -25,10 +25,6 @@ The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecor
 
 `forget_remembered_records()` makes this process look in storage again for keys it saw
 completed, as a new process would.
-
-`triggered_by(msg)` runs a block as the Python worker runs an invocation with the library's
-worker extension on: `Busy.DEFER` re-enqueues `msg`, the trigger, even when the guarded
-function does not take it (a test that calls a queue function's user function directly).
 """
 
 from __future__ import annotations
@@ -301,18 +297,7 @@ __all__ = [
     "crashed_run",
     "forget_remembered_records",
     "memory_backends",
-    "triggered_by",
 ]
-
-
-@contextlib.contextmanager
-def triggered_by(message: Any) -> Iterator[None]:
-    """The block runs as an invocation triggered by queue message `message` (what the worker
-    extension records before the function runs, and forgets after)."""
-    from blobsingleton import _trigger
-
-    with _trigger.recorded(message):
-        yield
 
 
 def forget_remembered_records() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 import os
 import threading
 import time
@@ -15,9 +14,8 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, queues, singleton
+from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
 from blobsingleton._templates import KeyTemplateError
-from blobsingleton.errors import SettingMissing
 from blobsingleton.leases import read_lock
 from libsupport import queue_client, request_counter
 
@@ -103,57 +101,19 @@ def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.Mon
     assert [m.content for m in client.receive_messages()] == [original.get_body()]
 
 
-def test_defer_requeues_the_trigger_message_the_guarded_function_does_not_take(
-    storage_env: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The worker extension records the invocation's trigger; DEFER re-enqueues it."""
-    name = f"tdefer-{os.environ['LEASE_CONTAINER'][-10:]}"
-    monkeypatch.setenv("SINGLETON_TEST_QUEUE", name)
-    monkeypatch.setenv("PYTHON_ENABLE_WORKER_EXTENSIONS", "1")  # the worker runs extensions
-    client = queue_client(name)
-    client.create_queue()
-
-    @singleton(
-        "defer-{id}", on_busy=Busy.DEFER, queue="%SINGLETON_TEST_QUEUE%", defer_seconds=1,
-        scope="app",
-    )  # fmt: skip
-    def work(id: int) -> None:
-        raise AssertionError("must not run")
-
-    extension = queues.register_worker_extension()  # what DEFER registered already
-    assert queues.register_worker_extension() is extension
-    trigger = message({"id": 8})
-    logger = logging.getLogger("test")
-    with BlobLease("defer-8"):
-        extension.pre_invocation_app_level(logger, None, {"msg": trigger})  # as the worker
-        assert queues.trigger_message() is trigger
-        assert work(8) is None
-        extension.post_invocation_app_level(logger, None, {"msg": trigger}, None)
-    assert queues.trigger_message() is None
-    deadline = time.monotonic() + 10
-    bodies: list[bytes] = []
-    while not bodies and time.monotonic() < deadline:
-        bodies = [m.content for m in client.receive_messages()]
-    assert bodies == [trigger.get_body()]
-
-
-def test_defer_that_can_never_find_its_message_fails_at_indexing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Extensions off (the worker's default on Python 3.10+) and a function that does not take
-    the message: refused when the worker indexes the app, naming the setting, instead of
-    failing every busy delivery at once and burning its dequeue count."""
-    monkeypatch.delenv("PYTHON_ENABLE_WORKER_EXTENSIONS", raising=False)
-    with pytest.raises(SettingMissing, match="PYTHON_ENABLE_WORKER_EXTENSIONS=1"):
+def test_defer_that_can_never_find_its_message_fails_at_indexing() -> None:
+    """A function that does not take the message it would re-enqueue: refused when the worker
+    indexes the app, whatever its settings, instead of failing every busy delivery at once
+    and burning its dequeue count."""
+    with pytest.raises(TypeError, match=r"pass the func\.QueueMessage"):
 
         @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything")
         def work(id: int) -> None: ...
 
 
 def test_defer_without_its_message_at_run_time_waits_instead_of_failing(
-    storage_env: str, monkeypatch: pytest.MonkeyPatch
+    storage_env: str,
 ) -> None:
-    monkeypatch.delenv("PYTHON_ENABLE_WORKER_EXTENSIONS", raising=False)
     ran: list[object] = []
 
     @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything", wait_timeout=10, scope="app")
