@@ -82,7 +82,8 @@ def _container(name: str) -> Any:
 
 def _hold(kind: str, keys: list[str], container: str, options: dict[str, Any], ready: Any) -> None:
     """Take every key (staggered), then hold until killed or stopped."""
-    from blobsingleton import BlobLease, install_signal_handlers
+    from blobsingleton import BlobLease
+    from blobsingleton.leases import install_signal_handlers
 
     blobs = _container(container)
     held: list[Any] = []

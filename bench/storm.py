@@ -7,10 +7,9 @@ one alternative. Busy deliveries are re-queued with a 5 s delay, as the host's d
 (ours holds a busy delivery in its process first, `@once(hold_busy=...)`, so only one still busy
 after the hold is re-queued). Reported per alternative: duplicates and missing emails,
 enqueue->email p50/p99, queue and blob requests per event (counted at each client's HTTP
-pipeline), deferrals per event, the instances' CPU per event (all their threads), what ours'
-per-process watcher did per event (`watcher_per_event`: first reads answered, listing pages,
-single reads, records answered from memory), wall time and its ratio to the unguarded run in the
-same invocation, and each of issue 22's targets checked (`targets_checked`).
+pipeline), deferrals per event, the instances' CPU per event (all their threads), wall time and
+its ratio to the unguarded run in the same invocation, and each of issue 22's targets checked
+(`targets_checked`).
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
-from blobsingleton.testing import record_watch_stats
 
 from bench import alternatives
 from bench._storage import azurite_storage, counted_account, percentile, wait_for_idle_storage
@@ -128,7 +126,6 @@ def _instance(
     _warm_up(guard, pool, queue_client)
     blob_counter.reset()
     queue_counter.reset()
-    watched_before = Counter(record_watch_stats())
     ready.set()
     go.wait()
     cpu_started = time.process_time()
@@ -161,7 +158,6 @@ def _instance(
             "blob_requests": blob_counter.total(),
             "queue_requests": queue_counter.total(),
             "blob_by_method": blob_counter.by_method(),
-            "watch": dict(Counter(record_watch_stats()) - watched_before),
             "cpu_s": time.process_time() - cpu_started,
         }
     )
@@ -226,10 +222,8 @@ def _storm(
     per_event = Counter(e[0] for e in emails)
     latencies = [sent_at - enqueued_at for _, enqueued_at, sent_at in emails]
     methods: Counter[str] = Counter()
-    watched: Counter[str] = Counter()
     for r in reports:
         methods.update(r["blob_by_method"])
-        watched.update(r["watch"])
     return {
         "emails": len(emails),
         "duplicates": len(emails) - len(per_event),
@@ -243,7 +237,6 @@ def _storm(
         },
         "deferrals_per_event": round(sum(r["deferrals"] for r in reports) / events, 3),
         "client_cpu_ms_per_event": round(sum(r["cpu_s"] for r in reports) / events * 1000, 2),
-        "watcher_per_event": {k: round(v / events, 2) for k, v in sorted(watched.items())},
         "wall_s": round(elapsed, 2),
         "drained": drained,
         "waited_for_idle_storage_s": round(idle_wait, 2),

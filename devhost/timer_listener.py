@@ -7,7 +7,7 @@ real host's Listener-mode singleton. The schedule monitor keeps
 stored Next has passed at start-up there is ONE catch-up run with past_due=True.
 No retry on failure, like the host.
 
-As the host's `TimerListener`: the schedule (`blobsingleton.schedules`, with the host's
+As the host's `TimerListener`: the schedule (`timerschedules`, with the host's
 daylight-saving rules: an interval fires in both passes of a repeated hour, a point in time
 once) is followed from the time each firing started, moved up to the occurrence it stood for
 if it fired early; the function sees the schedule status only when the monitor is on, and the
@@ -29,7 +29,8 @@ import blobsingleton
 import blobsingleton.config
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
-from blobsingleton.schedules import Schedule, parse_schedule
+from blobsingleton.errors import SettingMissing
+from timerschedules import InvalidSchedule, Schedule, parse_schedule
 
 from devhost.indexing import IndexedFunction, TimerTrigger
 from devhost.invocation import invoke
@@ -134,7 +135,11 @@ class TimerListener:
             raise ValueError(f"timer mode must be one of {TIMER_MODES}: {mode!r}")
         self.function = function
         self.trigger: TimerTrigger = function.trigger
-        self.schedule: Schedule = parse_schedule(self.trigger.schedule, function.name)
+        try:
+            text = self.trigger.resolved_schedule()
+        except SettingMissing as error:  # the host names the schedule as written
+            raise InvalidSchedule(self.trigger.schedule, str(error), function.name) from None
+        self.schedule: Schedule = parse_schedule(text, function.name)
         self.mode = mode
         self.stats = stats
         self.clock: Clock = clock or SystemClock()
@@ -201,7 +206,8 @@ class TimerListener:
                 self._stop.wait(RESTART_DELAY)
 
     def _run_with_listener_lease(self) -> None:
-        from blobsingleton import BlobLease, LeaseError
+        from blobsingleton import BlobLease
+        from blobsingleton.errors import LeaseError
 
         key = f"{blobsingleton.config.host_id()}/{self.function.name}.Listener"
         while not self._stop.is_set():

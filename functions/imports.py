@@ -24,8 +24,10 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import azure.functions as func
+import timerschedules
 from azure.functions.timer import TimerRequest as WorkerTimerRequest
-from blobsingleton import Busy, current_lease, once, schedules, singleton
+from blobsingleton import Busy, current_lease, once, singleton
+from blobsingleton.settings import resolve_placeholders
 
 from shared import poison
 from shared.imports.accounts import InvalidAccount, validate_account
@@ -71,7 +73,7 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     # The worker binds its own TimerRequest, which carries the schedule status the abstract
     # `func.TimerRequest` does not declare.
     status = cast(WorkerTimerRequest, timer).schedule_status
-    occurrence = schedules.fired_occurrence(SCHEDULE, status)
+    occurrence = timerschedules.fired_occurrence(resolve_placeholders(SCHEDULE), status)
     accounts, skipped = accounts_to_import()
     requests = enqueue_imports(accounts, occurrence.date())
     log.info(
@@ -106,19 +108,19 @@ def import_account(msg: func.QueueMessage) -> None:
     if request is None:
         return
     try:
-        import_under_lease(request)
+        import_under_lease(request, msg)
     except RunContinues:
         enqueue_request(request)
         log.info("import %s/%s: continuation queued", request.account, request.run_id)
 
 
-@singleton(REQUEST_LEASE_KEY, on_busy=Busy.DEFER, queue=QUEUE)
+@singleton(REQUEST_LEASE_KEY, scope="app", on_busy=Busy.DEFER, queue=QUEUE)
 @once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
-def import_under_lease(request: ImportRequest) -> dict[str, Any]:
+def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
-    The keys come from the validated `request`; a deferral re-enqueues the invocation's trigger
-    message, which the library's worker extension records (PYTHON_ENABLE_WORKER_EXTENSIONS).
+    The keys come from the validated `request`; a deferral re-enqueues `msg`, the trigger.
+    The lease is the app's (`scope="app"`): the HTTP trigger takes the same one.
     `under_lease`: whoever gets here holds the account's lease, so a run still in progress
     is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
     taken over at once; a completed run is returned as it is.
@@ -154,7 +156,7 @@ def run_import_now(req: func.HttpRequest) -> func.HttpResponse:
     return _queue_manual_run(req)
 
 
-@singleton(LEASE_KEY, on_busy=_busy)
+@singleton(LEASE_KEY, scope="app", on_busy=_busy)
 def _queue_manual_run(req: func.HttpRequest) -> func.HttpResponse:
     """Queue the run while holding the account's lease for an instant.
 

@@ -4,7 +4,7 @@ A queue message (see `shared.notifications.message`) becomes one send, guarded b
 `@once("email-{notification.event_id}")`: a duplicate of an event already sent completes
 without sending, a duplicate arriving while another instance is sending is deferred (re-queued
 with a delay), and a failed send frees the key so the host's retry sends it. A duplicate is a
-message whose content fingerprint (subject, body, recipients, type, template and its data:
+message whose content (subject, body, recipients, type, template and its data:
 `shared.notifications.fingerprint`) equals the one recorded for the event id. What can never
 succeed goes to the poison queue at once with its reason: an invalid message, an email the
 provider refused for good, or an event id reused for different content (the reason names the
@@ -28,13 +28,7 @@ from shared.notifications import (
     PermanentEmailError,
     sender_from_settings,
 )
-from shared.notifications.fingerprint import (
-    ContentMismatch,
-    FingerprintStore,
-    delivering,
-    differing_fields,
-    payload,
-)
+from shared.notifications.fingerprint import ContentMismatch, payload
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +59,11 @@ IN_PROGRESS_SECONDS = in_progress_seconds()
 @once(
     "email-{notification.event_id}",
     payload=payload,
-    store=FingerprintStore(),
     on_in_progress=Busy.DEFER,
     queue=QUEUE,
     in_progress_timeout=IN_PROGRESS_SECONDS,
 )
-def _deliver_once(notification: Notification) -> dict[str, Any]:
+def _deliver_once(notification: Notification, msg: func.QueueMessage) -> dict[str, Any]:
     result = sender_from_settings().send(notification)
     log.info(
         "notification %s (%s) sent via %s, message id %s, %d attempt(s)",
@@ -80,19 +73,16 @@ def _deliver_once(notification: Notification) -> dict[str, Any]:
     return result.to_dict()
 
 
-def deliver(notification: Notification) -> Any:
-    """Send `notification` once per event id. A deferral re-enqueues the invocation's trigger
-    message, which the library's worker extension records (PYTHON_ENABLE_WORKER_EXTENSIONS).
+def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
+    """Send `notification` once per event id. `msg` is the trigger a deferral re-enqueues.
 
     Raises `ContentMismatch` (naming the differing fields) when the event id was used before
     for a notification with other content.
     """
-    with delivering(notification) as delivery:
-        try:
-            return _deliver_once(notification)
-        except PayloadMismatch:
-            fields = delivery.differing or differing_fields(None, delivery.fingerprint)
-            raise ContentMismatch(notification.event_id, fields) from None
+    try:
+        return _deliver_once(notification, msg)
+    except PayloadMismatch as mismatch:
+        raise ContentMismatch(notification.event_id, mismatch.fields) from None
 
 
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
@@ -102,6 +92,6 @@ def send_notification(msg: func.QueueMessage) -> None:
     if notification is None:
         return
     try:
-        deliver(notification)
+        deliver(notification, msg)
     except (PermanentEmailError, ContentMismatch) as exc:
         poison.reject(msg, QUEUE, f"event {notification.event_id}: {exc}")

@@ -4,8 +4,8 @@
     GET  /api/runs        ?prefix=&state=&limit=&next=   run-once records (outcomes: operators)
     GET  /api/jobs        ?prefix=&limit=&next=          batch jobs: progress, callback state
     GET  /api/imports     ?prefix=&limit=&next=          each account's last import and report
-    POST /api/locks/{key}/break  {"reason": "..."}       operators; audited; answers the token
-    POST /api/runs/{key}/reset   {"reason": "..."}       operators; audited
+    POST /api/locks/{key}/break  ?scope= {"reason": "..."}  operators; audited; the token
+    POST /api/runs/{key}/reset   ?scope= {"reason": "..."}  operators; audited
     GET  /api/status                                     the status page (reads the above)
     GET  /api/status/{asset}                             its script and style sheet
 
@@ -118,6 +118,12 @@ def _key(req: func.HttpRequest) -> str:
     return validate_key(req.route_params.get("key"))
 
 
+def _scope(req: func.HttpRequest) -> str | None:
+    """`?scope=`: the function whose own lock or record it is (as listings show it); none for
+    the app's."""
+    return req.params.get("scope") or None
+
+
 @bp.route(route="locks", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_locks(req: func.HttpRequest) -> func.HttpResponse:
     """Every lock, held or free, filtered by key prefix, one page at a time."""
@@ -130,8 +136,8 @@ def ops_runs(req: func.HttpRequest) -> func.HttpResponse:
 
     def page(operator: Operator) -> ops.Page:
         prefix, limit, marker = _query(req)
-        found = ops.list_runs(prefix, req.params.get("state") or None, limit, marker)
-        return found if operator.can_operate else app_ops.without_outcomes(found)
+        state = req.params.get("state") or None
+        return ops.list_runs(prefix, state, limit, marker, outcomes=operator.can_operate)
 
     return _answer(req, Access.READ, page)
 
@@ -152,16 +158,18 @@ def ops_imports(req: func.HttpRequest) -> func.HttpResponse:
 def ops_break_lock(req: func.HttpRequest) -> func.HttpResponse:
     """Break a held lock now; the answer's token is the one the next holder will exceed."""
     return _answer(
-        req, Access.OPERATE, lambda operator: ops.break_lock(_key(req), _reason(req), operator.who)
-    )
+        req, Access.OPERATE,
+        lambda who: ops.break_lock(_key(req), _reason(req), who.who, scope=_scope(req)),
+    )  # fmt: skip
 
 
 @bp.route(route="runs/{key}/reset", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_reset_run(req: func.HttpRequest) -> func.HttpResponse:
     """Free a run-once key so it runs again (for example one account's import tonight)."""
     return _answer(
-        req, Access.OPERATE, lambda operator: ops.reset_run(_key(req), _reason(req), operator.who)
-    )
+        req, Access.OPERATE,
+        lambda who: ops.reset_run(_key(req), _reason(req), who.who, scope=_scope(req)),
+    )  # fmt: skip
 
 
 @bp.route(route="status", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -114,11 +114,9 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 var appSettings = {
   AzureWebJobsStorage__accountName: storage.name
   APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
-  PYTHON_ENABLE_WORKER_EXTENSIONS: '1'
   LEASE_CONTAINER: 'locks'
   RUNONCE_CONTAINER: 'runonce'
   BLOBSINGLETON_NAMESPACE: ''
-  BLOBSINGLETON_LEGACY_DAYS: '7'
   OPS_AUDIT_CONTAINER: 'ops-audit'
   NOTIFICATIONS_QUEUE: 'notifications'
   EMAIL_FROM: emailFrom

@@ -9,7 +9,8 @@ Reads the storage the app uses (AzureWebJobsStorage: connection string or identi
 What the views show, whoever asks: an import report as counts, file names, locations and
 reasons (`report_view`: an allow-list of fields; the stored report's rejection samples carry
 member ids, which are left out), and a job's callback by its state and HTTP status only. Run
-outcomes (what a run-once function returned) are for operators only (`without_outcomes`).
+outcomes (what a run-once function returned) are for operators only: the library's
+`ops.list_runs` shows them only when asked (`outcomes=True`).
 """
 
 from __future__ import annotations
@@ -113,14 +114,6 @@ def report_view(report: dict[str, Any]) -> dict[str, Any]:
         files.append(file_view)
     view["files"] = files
     return view
-
-
-def without_outcomes(page: ops.Page) -> ops.Page:
-    """Run-once records without what the runs returned (for readers who are not operators)."""
-    items = [
-        {name: value for name, value in item.items() if name != "outcome"} for item in page.items
-    ]
-    return ops.Page(items, page.next, page.namespace)
 
 
 def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -> ops.Page:

@@ -15,13 +15,14 @@ const views = {
       ["instance", "Instance"], ["function", "Function"], ["since", "Since"],
       ["waiting", "Waiting"]],
     state: (row) => (row.held ? "held" : "free"),
-    action: (row) => row.held && ["Break", () => change("locks", row.key, "break")],
+    action: (row) => row.held && ["Break", () => change("locks", row, "break")],
   },
   runs: {
-    url: "runs", columns: [["key", "Key"], ["state", "State"], ["attempt", "Attempt"],
-      ["owner", "Owner"], ["started", "Started"], ["expires", "Expires"]],
+    url: "runs", columns: [["key", "Key"], ["scope", "Function"], ["state", "State"],
+      ["attempt", "Attempt"], ["owner", "Owner"], ["started", "Started"],
+      ["expires", "Expires"]],
     state: (row) => row.state,
-    action: (row) => ["Reset", () => change("runs", row.key, "reset")],
+    action: (row) => ["Reset", () => change("runs", row, "reset")],
   },
   jobs: {
     url: "jobs", columns: [["job_id", "Job"], ["status", "State"], ["units_done", "Done"],
@@ -142,14 +143,16 @@ async function refresh() {
   }
 }
 
-async function change(kind, itemKey, verb) {
+async function change(kind, row, verb) {
+  const itemKey = row.key;
+  const scope = row.scope ? `?scope=${encodeURIComponent(row.scope)}` : "";
   const reason = window.prompt(`Reason to ${verb} ${itemKey} (required, kept in the audit log):`);
   if (reason === null) return;
   if (!reason.trim()) {
     say(`Not done: a reason is required to ${verb} ${itemKey}.`, true);
     return;
   }
-  const response = await fetch(`${kind}/${encodeURIComponent(itemKey)}/${verb}`, {
+  const response = await fetch(`${kind}/${encodeURIComponent(itemKey)}/${verb}${scope}`, {
     method: "POST", headers: { ...credentials(), "Content-Type": "application/json" },
     body: JSON.stringify({ reason }),
   });

@@ -1,6 +1,8 @@
-"""A function app whose guarded function does not take the trigger message, yet DEFERs it.
+"""A function app whose queue function DEFERs through a guarded helper.
 
-Settings: DEFER_QUEUE, SAMPLE_RECORD_FILE, LEASE_CONTAINER (set by the test).
+Settings: DEFER_QUEUE, SAMPLE_RECORD_FILE, LEASE_CONTAINER (set by the test). With
+DEFER_TAKES_MESSAGE set the helper takes the message it would re-enqueue; without it the helper
+does not, and the app must fail to index.
 """
 
 from __future__ import annotations
@@ -19,13 +21,29 @@ def record(function: str, **fields: object) -> None:
         out.write(json.dumps({"function": function, **fields}) + "\n")
 
 
+TAKES_MESSAGE = bool(os.environ.get("DEFER_TAKES_MESSAGE"))
+
+
 @app.queue_trigger(arg_name="msg", queue_name="%DEFER_QUEUE%", connection="AzureWebJobsStorage")
 def take(msg: func.QueueMessage) -> None:
     key = msg.get_body().decode()
     record("take", id=msg.id, key=key, dequeue_count=msg.dequeue_count)
-    work(key)  # the message itself is not passed: DEFER finds it through the worker extension
+    if TAKES_MESSAGE:
+        work_with(key, msg)
+    else:
+        work(key)  # no message to re-enqueue: refused when the app is indexed
 
 
-@singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1)
-def work(key: str) -> None:
-    record("work", key=key)
+if TAKES_MESSAGE:
+
+    @singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1,
+               scope="app")  # fmt: skip
+    def work_with(key: str, msg: func.QueueMessage) -> None:
+        record("work", key=key)
+
+else:
+
+    @singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1,
+               scope="app")  # fmt: skip
+    def work(key: str) -> None:
+        record("work", key=key)

@@ -10,6 +10,7 @@ import os
 import time
 
 import azure.functions as func
+from blobsingleton import once
 
 app = func.FunctionApp()
 
@@ -51,3 +52,15 @@ async def sample_hello(req: func.HttpRequest) -> func.HttpResponse:
     if name == "boom":
         raise ValueError("boom")
     return func.HttpResponse(f"hello {name}", status_code=200)
+
+
+@app.route(route="orders/{order_id}", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
+@once("order-{order_id}")
+def sample_order(req: func.HttpRequest) -> func.HttpResponse:
+    """Takes an order once: a retried request gets the first call's response."""
+    order_id = req.route_params["order_id"]
+    record("sample_order", order_id=order_id)
+    body = json.dumps({"order": order_id, "accepted_at": time.time()})
+    response = func.HttpResponse(body, status_code=201, mimetype="application/json")
+    response.headers["Location"] = f"/api/orders/{order_id}"
+    return response

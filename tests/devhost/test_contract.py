@@ -24,6 +24,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.timer import TimerRequest
 from azure.storage.queue import QueueClient
+from blobsingleton import BlobLease
 from devhost_testkit import wait_for
 
 from devhost import invocation
@@ -305,10 +306,26 @@ def test_the_librarys_wrappers_keep_function_directory_and_invocation_ids(
     invoke(function.user_function, {"msg": again}, function_name=function.name)
     run_queue(functions["singleton_observer"], b"lease")
     assert [o["function_directory"] for o in observed] == [str(APPS), str(APPS)]
-    stored = [r for r in captured.records if "already done" in r.getMessage()]
+    stored = [r for r in captured.records if r.getMessage().startswith("event=replay ")]
     assert len(stored) == 1
     # Logged by the invocation's own task (the library emits there what its threads log).
     assert stored[0].invocation_id  # type: ignore[attr-defined]
+
+
+def test_an_async_defers_event_record_carries_its_invocation_id(
+    app_settings: dict[str, str], captured: Captured
+) -> None:
+    """The deferral runs in a thread; its `event=defer` record (on the library's events
+    logger, a child of the one whose records were already captured) is emitted by the task."""
+    functions = indexed("invocation_app")
+    holder = BlobLease("observed-defer").acquire()
+    try:
+        run_queue(functions["async_defer_observer"], b"busy")
+    finally:
+        holder.release()
+    deferred = [r for r in captured.records if r.getMessage().startswith("event=defer ")]
+    assert len(deferred) == 1
+    assert deferred[0].invocation_id  # type: ignore[attr-defined]
 
 
 # --- queue trigger metadata as the host builds it (issue 13 §2) ----------------------------

@@ -13,13 +13,24 @@ from devhost.http_server import compile_route
 from harness.services import free_port
 
 
-def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+def _call(
+    url: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> tuple[int, bytes, dict[str, str]]:
     request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
+            return response.status, response.read(), _lower(response.headers.items())
     except urllib.error.HTTPError as error:
-        return error.code, error.read()
+        return error.code, error.read(), _lower(error.headers.items())
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    return {str(name).lower(): str(value) for name, value in headers}
+
+
+def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    status, body, _ = _call(url, method, headers)
+    return status, body
 
 
 def test_route_templates() -> None:
@@ -53,3 +64,20 @@ def test_http_routes_keys_and_errors(start_host: Any, base_settings: dict[str, A
     assert _get(f"{base}/items/42?code={FUNCTION_KEY}", method="POST")[0] == 405
     assert _get(f"{base}/items/not-a-number?code={FUNCTION_KEY}")[0] == 404
     assert _get(f"{base}/nothing-here")[0] == 404
+
+
+def test_a_retried_request_gets_the_first_response_through_the_host(
+    start_host: Any, base_settings: dict[str, Any], records: Any
+) -> None:
+    """An HTTP function under `@once`: the client retries (its answer was lost), and the
+    duplicate gets what the first call returned, status, headers and body, not a 500."""
+    port = free_port()
+    start_host(base_settings, instances=1, http_port=port)
+    url = f"http://127.0.0.1:{port}/api/orders/o-17"
+    first = _call(url, method="POST")
+    again = _call(url, method="POST")
+    assert first[0] == again[0] == 201
+    assert first[1] == again[1] and json.loads(first[1])["order"] == "o-17"
+    assert again[2]["location"] == "/api/orders/o-17"
+    assert again[2]["content-type"].startswith("application/json")
+    assert [r["order_id"] for r in records.where(function="sample_order")] == ["o-17"]

@@ -37,7 +37,8 @@ def main() -> int:
         level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(name)s %(message)s"
     )
     logging.getLogger("azure").setLevel(logging.WARNING)
-    from blobsingleton import BlobLease, install_signal_handlers
+    from blobsingleton import BlobLease
+    from blobsingleton.leases import install_signal_handlers
 
     from shared.imports.importer import run_import
     from shared.imports.member_table import StaleHolder
@@ -45,13 +46,10 @@ def main() -> int:
 
     install_signal_handlers()
     if mode == "function":
-        from blobsingleton.testing import triggered_by
-
         from functions.imports import import_account
 
         msg = func.QueueMessage(id="child", body=sys.argv[3].encode())
-        with triggered_by(msg):  # as the worker runs it, its extension recording the trigger
-            import_account(msg)
+        import_account(msg)
         return 0
     request = ImportRequest.nightly(account, date(2026, 11, 22))
     with BlobLease(f"import-{account}", poll_interval=0.5) as lease:

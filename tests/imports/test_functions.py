@@ -11,11 +11,18 @@ import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
+from blobsingleton.config import scope_of
 from blobsingleton.records import BlobRecordStore
-from blobsingleton.schedules import fired_occurrence
-from blobsingleton.testing import crashed_run, triggered_by
+from blobsingleton.testing import crashed_run
+from timerschedules import fired_occurrence
 
-from functions.imports import fan_out_night, import_account, nightly_import, run_import_now
+from functions.imports import (
+    fan_out_night,
+    import_account,
+    import_under_lease,
+    nightly_import,
+    run_import_now,
+)
 from harness import import_samples as samples
 from shared import storage
 from shared.imports.keys import NIGHTLY_KEY
@@ -23,6 +30,16 @@ from shared.imports.request import ImportRequest
 from tests.imports.support import ImportsEnv
 
 NIGHT = "2026-01-15"
+
+
+def RUN_RECORDS() -> BlobRecordStore:
+    """The records of one account's run (`import_under_lease`'s own)."""
+    return BlobRecordStore(scope=scope_of(import_under_lease))
+
+
+def NIGHTLY_RECORDS() -> BlobRecordStore:
+    """The records of the nightly fan-out (`fan_out_night`'s own)."""
+    return BlobRecordStore(scope=scope_of(fan_out_night))
 
 
 def timer(next_occurrence: str, *, past_due: bool = False) -> TimerRequest:
@@ -70,7 +87,7 @@ def test_a_fan_out_that_died_half_way_is_taken_over(imports_env: ImportsEnv) -> 
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(2))))
     fired = timer(f"{NIGHT}T02:00:00+00:00")
     crashed_run(
-        BlobRecordStore(), NIGHTLY_KEY.format(occurrence=f"{NIGHT}T02:00:00Z"), 0
+        NIGHTLY_RECORDS(), NIGHTLY_KEY.format(occurrence=f"{NIGHT}T02:00:00Z"), 0
     )  # died, record expired
     assert fan_out_night(fired)["accounts"] == ["acme"]
     assert len(imports_env.messages(imports_env.queue)) == 1
@@ -112,7 +129,7 @@ def test_an_invalid_message_goes_to_poison_with_nothing_run(imports_env: Imports
 
 def test_a_busy_account_defers_the_message(imports_env: ImportsEnv) -> None:
     msg = message("acme")
-    with BlobLease("import-acme"), triggered_by(msg):  # as the worker runs it, with its extension
+    with BlobLease("import-acme"):
         import_account(msg)
     assert queue_count(imports_env.queue) == 1  # a delayed copy, invisible for now
     assert imports_env.messages(imports_env.queue) == []
@@ -124,12 +141,12 @@ def test_an_in_progress_record_found_under_the_lease_is_taken_over_at_once(
     """A crashed run left its in-progress record (written, like every run's, with timeout 0);
     whoever holds the lease next takes it over at once instead of waiting for a timeout."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
-    crashed_run(BlobRecordStore(), f"import-acme-{NIGHT}", 0)
+    crashed_run(RUN_RECORDS(), f"import-acme-{NIGHT}", 0)
     started = time.monotonic()
     import_account(message("acme"))
     assert time.monotonic() - started < 10
     assert len(imports_env.members("acme")) == 10
-    record = BlobRecordStore().get(f"import-acme-{NIGHT}")
+    record = RUN_RECORDS().get(f"import-acme-{NIGHT}")
     assert record is not None and record.status == "completed" and record.attempt == 2
 
 
@@ -139,11 +156,11 @@ def test_a_record_that_still_looks_live_under_the_lease_is_a_lost_run_taken_over
     """Written with a long timeout by a holder that lost the lease (crashed, or paused and
     fenced off): under the lease it can only be that, so it is taken over now, not waited out."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
-    crashed_run(BlobRecordStore(), f"import-acme-{NIGHT}", 300)
+    crashed_run(RUN_RECORDS(), f"import-acme-{NIGHT}", 300)
     import_account(message("acme"))
     assert queue_count(imports_env.queue) == 0  # not deferred
     assert len(imports_env.members("acme")) == 10
-    record = BlobRecordStore().get(f"import-acme-{NIGHT}")
+    record = RUN_RECORDS().get(f"import-acme-{NIGHT}")
     assert record is not None and record.status == "completed" and record.attempt == 2
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from blobsingleton.config import scope_of
 from blobsingleton.records import BlobRecordStore
 
+from functions import imports
 from harness import import_samples as samples
 from shared.imports.request import ImportRequest
 from tests.imports.support import ImportsEnv
@@ -100,7 +102,9 @@ def test_a_killed_run_is_taken_over_by_the_next_delivery_and_nothing_is_lost(
     rejected = imports_env.rejected_lines(f"crash/rejected/{NIGHT}/big.csv.rejected.jsonl")
     assert len(rejected) == 100
     assert imports_env.blob_names("crash/incoming/") == []
-    record = BlobRecordStore().get(f"import-crash-{NIGHT}")
+    record = BlobRecordStore(scope=scope_of(imports.import_under_lease)).get(
+        f"import-crash-{NIGHT}"
+    )
     assert record is not None and record.status == "completed" and record.attempt == 2
 
 

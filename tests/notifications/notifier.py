@@ -9,7 +9,6 @@ import json
 import sys
 
 from azure.functions.queue import QueueMessage
-from blobsingleton.testing import triggered_by
 
 from function_app import app
 
@@ -27,8 +26,7 @@ def main() -> None:
             "text": "It is on its way.",
         }
         msg = QueueMessage(id=f"copy-{i}", body=json.dumps(body).encode(), dequeue_count=1)
-        with triggered_by(msg):  # as the worker runs it, its extension recording the trigger
-            send(msg)
+        send(msg)
 
 
 if __name__ == "__main__":

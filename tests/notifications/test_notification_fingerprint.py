@@ -1,32 +1,25 @@
-"""The per-field content fingerprint of a notification, and the run-once records that keep it.
+"""What makes two notifications "the same" for one event id, and the record that keeps it.
 
-Unit tests of the format, then `send_notification` on Azurite: the composite stored in the
-record, a reused id poisoned while the first send is still in progress, and records written
-by the two earlier releases (their fingerprints copied below as they were) still honoured.
+The payload is each field the recipient reads (`shared.notifications.fingerprint`); the
+library keeps a hash per field and names the fields that differ. Unit tests on the in-memory
+backends, then `send_notification` on Azurite: the record holds hashes, never values, and a
+reused id is poisoned, naming the fields, while the first send is still in progress.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from typing import Any
 
 import pytest
-from blobsingleton import once
-from blobsingleton.records import BlobRecordStore, Record, Status
+from blobsingleton import PayloadMismatch, once
+from blobsingleton.config import scope_of
+from blobsingleton.records import BlobRecordStore
+from blobsingleton.testing import memory_backends
 
 from functions import notifications
-from shared import storage
 from shared.notifications import Notification, OutboxSender, Sender, SendResult, read_outbox
-from shared.notifications.fingerprint import (
-    FIELDS,
-    UNKNOWN,
-    differing_fields,
-    fingerprint,
-    legacy_payload_hashes,
-    parse_fingerprint,
-)
+from shared.notifications.fingerprint import FIELDS, payload
 from tests.notifications.test_notification_function import (
     event,
     message,
@@ -56,26 +49,28 @@ TEMPLATED = {
 }
 
 
-# -- the format --------------------------------------------------------------------------------
+def mismatch(first: dict[str, Any], second: dict[str, Any]) -> tuple[str, ...] | None:
+    """The fields `@once` names when `second` reuses `first`'s key; None for a duplicate."""
+    with memory_backends():
+
+        @once("email", payload=payload)
+        def send(notification: Notification) -> str:
+            return "sent"
+
+        send(parse(first))
+        try:
+            send(parse(second))
+        except PayloadMismatch as error:
+            return error.fields
+    return None
 
 
-def test_the_fingerprint_hashes_every_field_and_holds_no_value() -> None:
-    composite = fingerprint(parse(BASE))
-    hashes = parse_fingerprint(composite)
-    assert hashes is not None and list(hashes) == list(FIELDS)
-    assert all(len(h) == 32 and int(h, 16) >= 0 for h in hashes.values())
-    for value in ("ada@example.com", "example.org", "order-42", "order.shipped", "its way"):
-        assert value not in composite.lower()
-
-
-def test_key_order_recipient_order_and_case_do_not_change_it() -> None:
+def test_key_order_recipient_order_and_case_make_no_difference() -> None:
     reordered = dict(reversed(list(BASE.items())))
     recipients = {**BASE, "to": ["GRACE@example.org", "ada@example.com"]}
-    assert (
-        fingerprint(parse(BASE)) == fingerprint(parse(reordered)) == fingerprint(parse(recipients))
-    )
+    assert mismatch(BASE, reordered) is None and mismatch(BASE, recipients) is None
     data = {**TEMPLATED, "template_data": {"items": [1, 2], "name": "Ada"}}
-    assert fingerprint(parse(TEMPLATED)) == fingerprint(parse(data))
+    assert mismatch(TEMPLATED, data) is None
 
 
 @pytest.mark.parametrize(
@@ -95,117 +90,23 @@ def test_key_order_recipient_order_and_case_do_not_change_it() -> None:
 def test_a_change_names_exactly_the_fields_that_differ(
     base: dict[str, Any], change: dict[str, Any], fields: tuple[str, ...]
 ) -> None:
-    first, second = fingerprint(parse(base)), fingerprint(parse({**base, **change}))
-    assert first != second
-    assert differing_fields(first, second) == fields
-    assert differing_fields(first, first) == ()
-
-
-def test_an_older_format_is_reported_as_unknown_fields() -> None:
-    assert differing_fields("ab" * 32, fingerprint(parse(BASE))) == UNKNOWN
-    assert parse_fingerprint("ab" * 32) is None
-    assert parse_fingerprint("v2:subject") is None
-
-
-# -- the earlier releases' fingerprints, as they were written ----------------------------------
-
-
-def identity_fingerprint(n: Notification) -> str:
-    """Release of 23 Nov 2026 (dbe970a): event id, type, recipients, template."""
-    identity = {
-        "event_id": n.event_id,
-        "type": n.type,
-        "to": sorted(address.lower() for address in n.to),
-        "template_id": n.template_id,
-    }
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-def content_fingerprint(n: Notification) -> str:
-    """The first release (0e2cd5a): every field."""
-    canonical = json.dumps(n.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-def write_old_record(body: dict[str, Any], old_fingerprint: Any) -> str:
-    """Send `body` the way an earlier release did: a completed record with its payload hash."""
-
-    @once("email-{notification.event_id}", payload=lambda n, msg: old_fingerprint(n))
-    def deliver(notification: Notification, msg: Any) -> dict[str, Any]:
-        return SendResult("outbox", "sent-by-the-old-release").to_dict()
-
-    deliver(parse(body), message(body))
-    record = BlobRecordStore().get(f"email-{body['event_id']}")
-    assert record is not None and record.payload_hash is not None
-    assert len(record.payload_hash) == 64 and parse_fingerprint(record.payload_hash) is None
-    assert record.payload_hash in legacy_payload_hashes(parse(body))
-    return record.payload_hash
-
-
-def test_a_record_of_the_identity_fingerprint_is_still_honoured(
-    app_env: dict[str, str], caplog: pytest.LogCaptureFixture
-) -> None:
-    fn = user_function()
-    body = event()
-    stored = write_old_record(body, identity_fingerprint)
-    rerendered = json.dumps({**body, "subject": "Re-rendered", "text": "Duration: 9.9 s"})
-    fn(message(rerendered.encode()))  # same old-format fingerprint: a duplicate
-    fn(message(body))
-    assert read_outbox() == [] and poison_messages(app_env) == []
-    other_type = json.dumps({**body, "type": "invoice.paid"}).encode()
-    caplog.set_level("WARNING")
-    fn(message(other_type))  # another old-format fingerprint: poisoned, fields unknown
-    assert poison_messages(app_env) == [other_type]
-    assert "fields that differ: unknown" in caplog.text
-    assert read_outbox() == []
-    record = BlobRecordStore().get(f"email-{body['event_id']}")
-    assert record is not None and record.payload_hash == stored  # left as it was
-
-
-def test_a_record_of_the_first_content_fingerprint_is_still_honoured(
-    app_env: dict[str, str],
-) -> None:
-    fn = user_function()
-    body = event()
-    write_old_record(body, content_fingerprint)
-    fn(message(body))
-    assert read_outbox() == [] and poison_messages(app_env) == []
-    other = json.dumps({**body, "subject": "Another"}).encode()
-    fn(message(other))
-    assert poison_messages(app_env) == [other] and read_outbox() == []
-
-
-def test_an_older_in_progress_record_defers_its_duplicates_and_poisons_the_rest(
-    app_env: dict[str, str],
-) -> None:
-    """An earlier release's send still running at the upgrade: a copy waits for it."""
-    fn = user_function()
-    body = event()
-    legacy = hashlib.sha256(identity_fingerprint(parse(body)).encode()).hexdigest()
-    now = time.time()
-    old = Record(key=f"email-{body['event_id']}", status=Status.IN_PROGRESS, started_at=now,
-                 expires_at=now + 60, payload_hash=legacy, owner="old-release")  # fmt: skip
-    BlobRecordStore().put_if_absent(old)
-    copy = json.dumps({**body, "subject": "Rendered by the new release"}).encode()
-    fn(message(copy))
-    deferred = storage.queue_client(app_env["NOTIFICATIONS_QUEUE"]).get_queue_properties()
-    assert deferred.approximate_message_count == 1  # re-enqueued (invisible for now)
-    assert poison_messages(app_env) == [] and read_outbox() == []
-    other = json.dumps({**body, "to": ["eve@example.net"]}).encode()
-    fn(message(other))
-    assert poison_messages(app_env) == [other] and read_outbox() == []
+    assert mismatch(base, {**base, **change}) == fields
 
 
 # -- on Azurite ---------------------------------------------------------------------------------
 
 
-def test_the_record_keeps_the_composite_and_no_value(app_env: dict[str, str]) -> None:
+def stored(body: dict[str, Any]) -> Any:
+    store = BlobRecordStore(scope=scope_of(notifications._deliver_once))
+    return store.get(f"email-{body['event_id']}")
+
+
+def test_the_record_keeps_a_hash_per_field_and_no_value(app_env: dict[str, str]) -> None:
     body = event()
     user_function()(message(body))
-    record = BlobRecordStore().get(f"email-{body['event_id']}")
+    record = stored(body)
     assert record is not None and record.status == "completed"
-    assert record.payload_hash == fingerprint(parse(body))
+    assert set(json.loads(record.payload_hash)) == set(FIELDS)
     raw = record.to_json().decode()
     assert "ada@example.com" not in raw and "its way" not in raw and "has shipped" not in raw
 
@@ -232,5 +133,5 @@ def test_a_reused_id_is_poisoned_while_the_first_send_is_in_progress(
     assert [e.event_id for e in read_outbox()] == [body["event_id"]]
     assert poison_messages(app_env) == [other]
     assert "(fields that differ: to)" in caplog.text and "eve@" not in caplog.text
-    record = BlobRecordStore().get(f"email-{body['event_id']}")
-    assert record is not None and record.payload_hash == fingerprint(parse(body))
+    record = stored(body)
+    assert record is not None and record.status == "completed"

@@ -18,7 +18,6 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.functions.queue import QueueMessage
 from azure.storage.queue import BinaryBase64DecodePolicy
-from blobsingleton.testing import triggered_by
 
 import function_app
 from functions import notifications
@@ -45,9 +44,8 @@ def user_function() -> Callable[[QueueMessage], Any]:
     assert trigger["connection"] == "AzureWebJobsStorage"
     fn = functions["send_notification"].get_user_function()
 
-    def invoked(msg: QueueMessage) -> Any:  # as the worker runs it, its extension recording msg
-        with triggered_by(msg):
-            return fn(msg)
+    def invoked(msg: QueueMessage) -> Any:  # as the worker runs it
+        return fn(msg)
 
     return invoked
 
@@ -249,7 +247,7 @@ def test_sendgrid_from_settings(
     msg = message(event(unique("sg")))
     user_function()(msg)
     # The run-once record holds the send's result; a second call returns it without sending.
-    stored = notifications.deliver(Notification.parse(msg.get_body()))
+    stored = notifications.deliver(Notification.parse(msg.get_body()), msg)
     assert stored == {"provider": "sendgrid", "message_id": None, "attempts": 1, "status": 202}
     assert read_outbox() == []
 
@@ -265,7 +263,7 @@ def test_refused_email_goes_to_poison_and_frees_the_key(
     assert poison_messages(app_env) == [msg.get_body()]
     # Replayed from poison after the cause is fixed, it sends: the failure freed the key.
     sender.client.client.request_headers.pop("Prefer")
-    stored = notifications.deliver(Notification.parse(msg.get_body()))
+    stored = notifications.deliver(Notification.parse(msg.get_body()), msg)
     assert stored["status"] == 202
 
 
@@ -284,5 +282,5 @@ def test_transient_failure_raises_for_a_host_retry(
     assert poison_messages(app_env) == []
     sender.client.client.request_headers.pop("Prefer")
     user_function()(msg)  # the host's retry: the key was freed, so this one sends
-    stored = notifications.deliver(Notification.parse(msg.get_body()))
+    stored = notifications.deliver(Notification.parse(msg.get_body()), msg)
     assert stored["status"] == 202 and stored["provider"] == "sendgrid"

@@ -6,7 +6,8 @@ import threading
 from datetime import date
 
 import pytest
-from blobsingleton import BlobLease, LeaseLost, once
+from blobsingleton import BlobLease, LeaseLost, once, ops
+from blobsingleton.config import scope_of
 from blobsingleton.leases import read_lock
 from blobsingleton.records import Status
 
@@ -83,7 +84,9 @@ def test_runs_filter_by_state_and_prefix(ops_env: OpsEnv) -> None:
     assert keys(prefix="import-", state="expired") == {"import-gamma-2026-11-22": "expired"}
     assert len(keys()) == 4
     done = call(api.ops_runs, params={"prefix": "import-acme"})[1]["items"][0]
-    assert done["outcome"] == {"imported": 10} and done["owner"] == "host-7"
+    assert done["owner"] == "host-7" and "outcome" not in done  # what it returned: not shown
+    shown = ops.list_runs("import-acme", outcomes=True).items[0]  # an operator asks for it
+    assert shown["outcome"] == {"imported": 10}
 
 
 def test_jobs_and_imports_views(ops_env: OpsEnv) -> None:
@@ -189,7 +192,7 @@ def test_reset_lets_a_run_once_key_run_again(ops_env: OpsEnv) -> None:
     assert runs == ["acme"]
     status, body = call(
         api.ops_reset_run, "POST", route_params={"key": "import-acme-2026-11-22"},
-        body={"reason": "re-run tonight after the fix"},
+        body={"reason": "re-run tonight after the fix"}, params={"scope": scope_of(import_once)},
     )  # fmt: skip
     assert status == 200 and body["previous"]["state"] == "completed"
     assert ops_env.audit_entries()[0]["action"] == "reset"

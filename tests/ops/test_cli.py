@@ -30,7 +30,7 @@ def test_locks_and_runs_as_a_table_and_as_json(ops_env: OpsEnv) -> None:
         assert table.returncode == 0, table.stderr
         where, header, row = table.stdout.splitlines()[:3]
         assert where == f"namespace: {namespace()}"  # says whose locks these are
-        assert header.split()[:3] == ["KEY", "HELD", "TOKEN"]
+        assert header.split()[:4] == ["KEY", "SCOPE", "HELD", "TOKEN"]
         assert row.split()[:3] == ["import-acme", "True", str(held.token)]
         assert "import_account" in row and "inv-7" in row
 

@@ -58,11 +58,11 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
     # Renewals come every third of the 15 s period: both leases below wait for theirs at once.
     flaky = FlakyLease("flaky").acquire()
 
-    @singleton("report-{region}", on_busy=Busy.SKIP)
+    @singleton("report-{region}", on_busy=Busy.SKIP, scope="app")
     def skipping(region: str) -> None:
         raise AssertionError("must not run while busy")
 
-    @singleton("report-eu", on_busy=Busy.DEFER, queue=queue)
+    @singleton("report-eu", on_busy=Busy.DEFER, queue=queue, scope="app")
     def deferring(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run while busy")
 
@@ -75,11 +75,12 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
 
     put_record("nightly-2026-11-23", Status.IN_PROGRESS, expires_in=-1)
 
-    @once("nightly-{day}")
+    @once("nightly-{day}", scope="app")
     def nightly(day: str) -> None:
         pass
 
     nightly("2026-11-23")  # takes the expired record over, then completes
+    nightly("2026-11-23")  # a duplicate: replayed
     ops.reset_run("nightly-2026-11-23", "re-run", "ops@test")
 
     FencedMemberWriter("acme", 5, "run-1").open()
@@ -106,6 +107,7 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
     assert events["stale_writer"][0] == {**events["stale_writer"][0], "key": "import-acme",
                                          "token": 4}  # fmt: skip
     assert events["reset"][0]["key"] == "nightly-2026-11-23"
+    assert events["replay"][0]["key"] == "nightly-2026-11-23"
 
 
 def test_a_kind_that_is_not_a_name_is_a_programming_error() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
-           ROOT / "packages" / "blobsingleton" / "src"]  # fmt: skip
+           ROOT / "packages" / "blobsingleton" / "src",
+           ROOT / "packages" / "timerschedules" / "src"]  # fmt: skip
 READERS = {
     "setting",
     "require",
@@ -36,21 +37,16 @@ PLATFORM = {
     "AzureFunctionsWebHost__hostid", "WEBSITE_AUTH_ENABLED",
 }  # fmt: skip
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
-#: belong (PYTHON_ENABLE_WORKER_EXTENSIONS: the worker runs the extension DEFER relies on;
-#: FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost honours).
+#: belong (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost
+#: honours).
 HOST_ONLY = {
-    "template": {
-        "APPLICATIONINSIGHTS_CONNECTION_STRING",
-        "PYTHON_ENABLE_WORKER_EXTENSIONS",
-        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",
-    },
+    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING", "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
     "sample": {
         "FUNCTIONS_WORKER_RUNTIME",
         "AzureWebJobsFeatureFlags",
-        "PYTHON_ENABLE_WORKER_EXTENSIONS",
         "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",
     },
-    "docs": {"PYTHON_ENABLE_WORKER_EXTENSIONS", "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
+    "docs": {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")

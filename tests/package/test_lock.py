@@ -1,6 +1,7 @@
 """The locked dependency files (`make lock`, deploy/lock.py): every package the deployment and
-the tests install is pinned with hashes, the two sets agree, the library's wheel in deploy/ is
-the one its source builds, and `make audit` never passes without having audited."""
+the tests install is pinned with hashes, the two sets agree, the repository's own wheels in
+deploy/ are the ones their sources build, and `make audit` never passes without having
+audited."""
 
 from __future__ import annotations
 
@@ -60,21 +61,24 @@ def test_the_librarys_dependencies_are_in_the_lock() -> None:
     assert names <= set(pins("requirements.txt"))
 
 
-def test_the_wheel_in_deploy_is_the_one_the_library_source_builds(tmp_path: Path) -> None:
-    """A library change without `make lock` would deploy the old library: this fails then."""
-    [wheel] = (ROOT / "deploy").glob("blobsingleton-*.whl")
-    [line] = [r for r in entries("requirements.txt") if r.startswith("./deploy/")]
+@pytest.mark.parametrize("package", ["timerschedules", "blobsingleton"])
+def test_the_wheel_in_deploy_is_the_one_the_package_source_builds(
+    tmp_path: Path, package: str
+) -> None:
+    """A package change without `make lock` would deploy the old package: this fails then."""
+    [wheel] = (ROOT / "deploy").glob(f"{package}-*.whl")
+    [line] = [r for r in entries("requirements.txt") if r.startswith(f"./deploy/{package}-")]
     assert line == f"./deploy/{wheel.name}"
     locked = entries("requirements.txt")[line]
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == locked
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                    str(tmp_path), str(ROOT / "packages/blobsingleton")],
+                    str(tmp_path), str(ROOT / "packages" / package)],
                    check=True, capture_output=True, env=env, timeout=120)  # fmt: skip
-    [rebuilt] = tmp_path.glob("blobsingleton-*.whl")
+    [rebuilt] = tmp_path.glob(f"{package}-*.whl")
     assert rebuilt.name == wheel.name
     assert hashlib.sha256(rebuilt.read_bytes()).hexdigest() == locked, (
-        "packages/blobsingleton changed since the lock: run `make lock` and commit its output"
+        f"packages/{package} changed since the lock: run `make lock` and commit its output"
     )
 
 

@@ -14,11 +14,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline.transport import RequestsTransport
 from blobsingleton.config import from_settings
 from blobsingleton.testing import MemoryLease, MemoryLocks, RequestCounter
 
@@ -123,3 +126,76 @@ class SteppedLease(MemoryLease):
 
     def __init__(self, key: str, locks: MemoryLocks, period: float = 15.0, **options: Any):
         super().__init__(key, locks, period, drive_renewal=True, **options)
+
+
+class StorageFaults(RequestsTransport):
+    """A transport over the real one to Azurite that answers chosen requests as Azure does
+    under load, or loses their answers:
+
+    "503"    not sent; answered `503 ServerBusy` (the request was not carried out)
+    "500"    sent, it lands; its answer replaced by `500 OperationTimedOut` (the operation
+             "may or may not have completed")
+    "reset"  sent, it lands; the connection breaks before the answer is read
+    "rival"  `before()` runs (another writer gets in), then the request fails unsent
+
+    `arm(fault, times, where)` faults the next `times` requests `where(request)` selects (by
+    default a write of a blob: PUT or DELETE, not of a container).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fault, self.left = "", 0
+        self.where: Any = _writes_a_blob
+        self.before: Any = None
+        self.methods: Counter[str] = Counter()
+
+    def arm(self, fault: str, times: int = 1, where: Any = None, before: Any = None) -> None:
+        self.fault, self.left = fault, times
+        self.where, self.before = where or _writes_a_blob, before
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        self.methods[request.method] += 1
+        if not (self.left and self.where(request)):
+            return super().send(request, **kwargs)
+        self.left -= 1
+        if self.fault == "503":
+            return _azure_error(request, 503, "ServerBusy", "The server is busy.")
+        if self.fault == "rival":
+            if self.before is not None:
+                self.before()
+            raise ServiceRequestError("connection refused (injected)")
+        answer = super().send(request, **kwargs)
+        answer.internal_response.close()
+        if self.fault == "reset":
+            raise ServiceResponseError("connection reset by peer (injected)")
+        return _azure_error(
+            request, 500, "OperationTimedOut",
+            "Operation could not be completed within the specified time.",
+        )  # fmt: skip
+
+
+def _writes_a_blob(request: Any) -> bool:
+    return request.method in ("PUT", "DELETE") and "restype=container" not in request.url
+
+
+def _azure_error(request: Any, status: int, code: str, message: str) -> Any:
+    """An answer as Azure Storage gives it: the error code header and the XML error body."""
+    import email.utils
+    import uuid
+
+    import requests
+    from azure.core.pipeline.transport._requests_basic import RequestsTransportResponse
+
+    body = (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+        f"<Message>{message}\nRequestId:{uuid.uuid4()}</Message></Error>"
+    ).encode()
+    response = requests.Response()
+    response.status_code, response._content, response.url = status, body, request.url
+    response.reason = "Server Busy" if status == 503 else "Operation Timed Out"
+    response.headers.update({
+        "x-ms-error-code": code, "x-ms-request-id": str(uuid.uuid4()),
+        "Content-Type": "application/xml", "Content-Length": str(len(body)),
+        "Date": email.utils.formatdate(usegmt=True),
+    })  # fmt: skip
+    return RequestsTransportResponse(request, response)

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import azure.functions as func
-from blobsingleton import once, singleton
+from blobsingleton import Busy, once, singleton
 
 app = func.FunctionApp()
 log = logging.getLogger("invocation_app")
@@ -59,3 +59,9 @@ async def async_once_observer(msg: func.QueueMessage, context: func.Context) -> 
 @singleton("observed-lease")
 def singleton_observer(msg: func.QueueMessage, context: func.Context) -> None:
     _observe(context)
+
+
+@app.queue_trigger(arg_name="msg", queue_name="observed-defer", connection="AzureWebJobsStorage")
+@singleton("observed-defer", scope="app", on_busy=Busy.DEFER, queue="observed-defer")
+async def async_defer_observer(msg: func.QueueMessage) -> None:
+    """Takes no `context`: the library cannot tag its threads, only emit from the task."""

@@ -1,9 +1,6 @@
 """What both decorators share: the busy policy, and one sync/async wrapper around a guard.
 
-`@singleton` and `@once` differ only in what guards an invocation (a lease, a run-once
-record). Everything else is here, once: deciding whether to run, applying the busy policy,
-settling the guard after the body, keeping blocking storage calls off the event loop, and
-giving back what was taken when an async invocation is cancelled.
+How it works: `docs/internals.md`, `_busy.py`.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _deferral as deferral
-from blobsingleton import _trigger
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope
@@ -75,6 +71,17 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
         raise TypeError(f"on_busy must be a Busy policy or a callable, not {policy!r}")
 
 
+def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
+    """Refuse DEFER on a function that never takes the queue message it would re-enqueue
+    (its parameters all annotated, none as one), when the worker indexes the app, rather
+    than fail every busy delivery at once and burn its dequeue count."""
+    if policy == Busy.DEFER and not deferral.may_take_message(fn):
+        raise TypeError(
+            f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
+            "the func.QueueMessage to the function it guards"
+        )
+
+
 @dataclass(frozen=True)
 class Admission:
     """A guard's verdict: run the body, or return `result` without running, or it is busy.
@@ -122,10 +129,6 @@ class BusyHandling:
     defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
 
-    def __post_init__(self) -> None:
-        if self.policy == Busy.DEFER:  # DEFER finds the trigger message through the worker
-            _trigger.register_if_available()
-
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
         error = admission.busy
@@ -141,6 +144,7 @@ class BusyHandling:
             return None
         if self.policy == Busy.DEFER:
             message = deferral.find_message(arguments)
+            assert message is not None, "DEFER applied without its message (see `guarded`)"
             delay = self.defer_seconds if self.defer_seconds is not None else admission.retry_after
             deferral.defer(
                 message, self.queue or "", delay, reason=str(error), storage=self.storage
@@ -149,18 +153,46 @@ class BusyHandling:
         return self.policy(error)
 
 
+class _Unguarded(Guard):
+    """No guard: the function runs as it is (`@once(run_without_key=True)`, no key given)."""
+
+    def enter(self, wait: bool) -> Admission:
+        return RUN
+
+    async def enter_async(self, wait: bool) -> Admission:
+        return RUN
+
+    def settle(self, result: Any, failed: bool) -> None:
+        pass
+
+
+unguarded = _Unguarded()
+
+
 def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
     """Wrap `fn` (sync or async, signature kept for the worker's indexing) in its guard.
 
-    `make_guard(*args, **kwargs)` builds the guard of one invocation.
+    `make_guard(*args, **kwargs)` builds the guard of one invocation. A DEFER that finds no
+    queue message among the arguments (see `check_defer`) waits instead, as WAIT does, so a
+    busy delivery never fails at once and burns its dequeue count.
     """
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 
-    def not_run(admission: Admission, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def without_message(admission: Admission, arguments: dict[str, Any]) -> bool:
+        if admission.busy is None or busy.policy != Busy.DEFER:
+            return False
+        if deferral.find_message(arguments) is not None:
+            return False
+        log.warning(
+            "%s: Busy.DEFER found no queue message among its arguments: waiting for the key "
+            "instead", fn.__qualname__,
+        )  # fmt: skip
+        return True
+
+    def not_run(admission: Admission, arguments: dict[str, Any]) -> Any:
         if admission.busy is None:
             return admission.result
-        arguments = signature.bind(*args, **kwargs).arguments
         return busy.apply(admission, fn.__name__, arguments)
 
     if inspect.iscoroutinefunction(fn):
@@ -169,10 +201,13 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
             with invocation_scope(kwargs):
                 guard = make_guard(*args, **kwargs)
                 admission = await guard.enter_async(wait)
+                arguments = signature.bind(*args, **kwargs).arguments
+                if without_message(admission, arguments):
+                    admission = await guard.enter_async(True)
                 if not admission.run:
                     if admission.busy is not None and busy.policy == Busy.DEFER:
-                        return await off_loop(in_thread(lambda: not_run(admission, args, kwargs)))
-                    return not_run(admission, args, kwargs)
+                        return await off_loop(in_thread(lambda: not_run(admission, arguments)))
+                    return not_run(admission, arguments)
                 try:
                     with guard.running():
                         result = await fn(*args, **kwargs)
@@ -189,8 +224,13 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
         with invocation_scope(kwargs):
             guard = make_guard(*args, **kwargs)
             admission = guard.enter(wait)
+            arguments = signature.bind(*args, **kwargs).arguments
+            if without_message(admission, arguments):
+                admission = guard.enter(True)
+                if admission.busy is not None:
+                    raise admission.busy
             if not admission.run:
-                return not_run(admission, args, kwargs)
+                return not_run(admission, arguments)
             try:
                 with guard.running():
                     result = fn(*args, **kwargs)

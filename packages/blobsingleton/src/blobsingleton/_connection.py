@@ -1,9 +1,6 @@
 """Where the library's blobs (and deferred queue messages) live: one storage account.
 
-`from_settings("AzureWebJobsStorage")` reads the connection the way the Functions host does:
-a connection string (`UseDevelopmentStorage=true` included, which the SDK understands), or
-identity-based settings (`__accountName`, or `__blobServiceUri` / `__queueServiceUri`) with
-`DefaultAzureCredential`. Anything else is given explicitly: a URL plus a credential.
+How it works: `docs/internals.md`, `_connection.py`.
 """
 
 from __future__ import annotations
@@ -33,10 +30,11 @@ class StorageAccount:
     they would find can be given once (`requests_environment`).
     """
 
-    connection_string: str | None = None
+    #: Holds the account key: never shown in a repr (which logs and tracebacks print).
+    connection_string: str | None = field(default=None, repr=False)
     blob_url: str | None = None
     queue_url: str | None = None
-    credential: Any = None
+    credential: Any = field(default=None, repr=False)
     client_options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     name: str = "AzureWebJobsStorage"
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)

@@ -1,12 +1,6 @@
 """What a lease or record uses when nothing is injected: the Functions conventions.
 
-Storage: the account app setting `AzureWebJobsStorage` names (connection string or identity
-settings), the account the host itself uses. Containers: app settings `LEASE_CONTAINER` and
-`RUNONCE_CONTAINER`, else `locks` and `runonce`. Pass a `ContainerClient` (or a
-`StorageAccount`) to any lease, record store or decorator to choose otherwise.
-
-The decorators build their lease and record store here, per invocation; inside
-`blobsingleton.testing.memory_backends()` they come from its in-memory backends instead.
+How it works: `docs/internals.md`, `_defaults.py`.
 """
 
 from __future__ import annotations
@@ -64,13 +58,33 @@ def set_backends(backends: Backends | None) -> Backends | None:
     return previous
 
 
-def record_store(**options: Any) -> RecordStore:
-    """The record store a `@once` without `store=` uses: `BlobRecordStore(**options)`."""
-    if _backends:
-        return _backends[0].record_store(**options)
-    from blobsingleton._blob_records import BlobRecordStore
+#: Stores built here, each with the account it was built for (an id is reused once freed).
+_stores: dict[tuple[Any, ...], tuple[StorageAccount, RecordStore]] = {}
 
-    return BlobRecordStore(**options)
+
+def record_store(
+    *, storage: StorageAccount | None = None, namespace: str | None = None,
+    scope: str | None = None,
+) -> RecordStore:  # fmt: skip
+    """The record store a `@once` without `store=` uses: a `BlobRecordStore`, one per account,
+    container, namespace and scope (its clients and watcher are kept)."""
+    if _backends:
+        return _backends[0].record_store(storage=storage, namespace=namespace, scope=scope)
+    from blobsingleton._blob_records import BlobRecordStore
+    from blobsingleton._namespace import namespace as resolve_namespace
+
+    account = storage or account_from_settings()
+    name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]
+    ident = (id(account), name, resolve_namespace(namespace), scope)
+    found = _stores.get(ident)
+    if found is None or found[0] is not account:
+        if len(_stores) > 1000:
+            _stores.clear()
+        store = BlobRecordStore(
+            container(None, RECORD_CONTAINER, account), namespace=ident[2], scope=scope
+        )
+        found = _stores[ident] = (account, store)
+    return found[1]
 
 
 def lease(key: str, **options: Any) -> BaseLease | BlobLease:

@@ -1,17 +1,16 @@
 """Put a queue message back for later without burning its dequeue count.
 
-Failing the invocation would make the host retry at once and count the attempt toward
-poison; instead a copy is enqueued with a visibility delay and this delivery completes.
-The copy is base64-encoded, as the host's queue trigger expects by default. The message is
-the invocation's trigger, as the worker extension recorded it (`_trigger.py`), else the queue
-message among the guarded function's arguments.
+How it works: `docs/internals.md`, `_deferral.py`.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Callable
+from typing import Any
 
-from blobsingleton import _defaults, _trigger
+from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton.queues import QueueMessageLike, describe_id, send_message
@@ -46,15 +45,19 @@ def defer(
     emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
 
 
-def find_message(arguments: dict[str, object]) -> QueueMessageLike:
-    """The invocation's trigger queue message: recorded by the worker extension
-    (`blobsingleton.queues.register_worker_extension`), else found among the guarded
-    function's arguments. Deferral needs a queue-triggered invocation."""
-    message = _trigger.trigger_message() or _trigger.queue_message_in(arguments)
-    if message is None:
-        raise TypeError(
-            "on_busy=DEFER needs the invocation's trigger queue message: run under the Python "
-            f"worker with {_trigger.ENABLE_SETTING}=1 (the extension records it), or pass the "
-            "func.QueueMessage to the guarded function"
-        )
-    return message
+def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
+    """The queue message among a guarded function's arguments (str and bytes are not)."""
+    for value in arguments.values():
+        if isinstance(value, QueueMessageLike) and not isinstance(value, (str, bytes)):
+            return value
+    return None
+
+
+def may_take_message(fn: Callable[..., Any]) -> bool:
+    """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
+    or one without an annotation (only the call can tell)."""
+    for parameter in inspect.signature(fn).parameters.values():
+        annotation = parameter.annotation
+        if annotation is inspect.Parameter.empty or "QueueMessage" in str(annotation):
+            return True
+    return False

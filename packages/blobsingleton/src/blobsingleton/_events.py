@@ -1,12 +1,6 @@
 """One structured log record per lease and run-once event, for operators to query.
 
-Every record goes to the `blobsingleton.events` logger with its dimensions as `extra`
-attributes (what the Azure Monitor OpenTelemetry exporter turns into customDimensions), again
-under `custom_dimensions` (the OpenCensus handler's convention), and in the message itself as
-`event=KIND key=... token=...` pairs (values with spaces JSON-quoted), because the Python
-worker's default forwarding to the host sends the message and drops `extra`: Kusto's
-`parse-kv` reads the pairs back whichever way the record travelled. Dimensions are ids, tokens,
-durations and reasons an operator typed: never payloads.
+How it works: `docs/internals.md`, `_events.py`.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ log = logging.getLogger("blobsingleton.events")
 #: The library's own event kinds. An app adds its own (`events.emit("stale_writer", ...)`).
 KINDS = frozenset(
     {"acquire", "busy_skip", "defer", "renewal_failed", "lost", "takeover", "break", "reset",
-     "completed"}
+     "completed", "replay"}
 )  # fmt: skip
 _WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset"})
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")

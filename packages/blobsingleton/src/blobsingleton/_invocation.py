@@ -1,15 +1,7 @@
 """What the decorators keep of the Python worker's invocation: where the function lives and
 which invocation a log record belongs to.
 
-The worker takes `context.function_directory` from `inspect.getfile` of the registered
-callable, which does not follow `__wrapped__`: a wrapper defined here would point it at this
-package. `entry_point` gives the wrapper a code object filed under the user's source file.
-
-The worker ties a record to its invocation through the running task or a thread-local it sets
-in its executor thread (`context.thread_local_storage`); records from threads it did not start
-carry no invocation id. When the function takes `context`, `invocation_scope` remembers it in a
-context variable and `in_thread` sets that thread-local in the threads this package starts
-(`asyncio.to_thread`, lease renewal), as Microsoft documents for user threads.
+How it works: `docs/internals.md`, `_invocation.py`.
 """
 
 from __future__ import annotations

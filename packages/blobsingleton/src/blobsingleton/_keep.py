@@ -1,24 +1,6 @@
 """What one process remembers about the waiting lines of the keys it contends for.
 
-Two things, per lock blob, both process-local (nothing here is ever written to storage):
-
-- `LineMemory`: when this process last handed a key on to a waiter (the line was busy), the
-  ticket it handed to, and how long one place in that line took (a moving average of its own
-  waits). A fair acquire that asks again right after handing on joins the line at once instead
-  of sending an Acquire Lease that can only fail, and a waiter sleeps until its place is about
-  to come up instead of polling all the while.
-- `Kept`: a fair holder with waiters behind it keeps its lease for `KEEP_FOR` after release.
-  If this process asks for the same key within that moment, the new lease object takes the
-  kept lease over with one request (a fencing-token increment under the lease id, which also
-  proves the lease is still there); otherwise a timer hands it to the waiter found at release.
-  A process keeps a key for at most `TURNS` turns in a row and `TURNS_WITHIN` seconds, then
-  hands it on whatever it asks next: waiters are passed over a bounded number of times, and
-  every handoff (a list, a Change Lease, the next holder's acquire and fence) is shared by up
-  to `TURNS` turns. A process that let a kept lease go untaken keeps none until it asks again
-  within `KEEP_FOR` of a release. Mutual exclusion is still the blob lease alone and every turn
-  gets its own fencing token. A process that dies while keeping a lease blocks the key as a
-  crashed holder does (until the lease expires); a normal exit (atexit, or a `multiprocessing`
-  child's exit) or `release_all` hands kept leases on at once.
+How it works: `docs/internals.md`, `_keep.py`.
 """
 
 from __future__ import annotations

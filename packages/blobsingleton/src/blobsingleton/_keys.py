@@ -12,13 +12,17 @@ import unicodedata
 from blobsingleton.errors import InvalidKey
 
 MAX_KEY_LENGTH = 256
+#: Azure's limit on a blob name (characters, after percent-encoding here).
+MAX_BLOB_NAME = 1024
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def validate_key(key: object, *, max_length: int = MAX_KEY_LENGTH) -> str:
-    """Return `key` if it is usable as a lease or record key; raise `InvalidKey` otherwise."""
+    """`key` in Unicode normal form C, if it is usable as a lease or record key (so "é" typed
+    as one code point or as "e" and a combining accent is one key); `InvalidKey` otherwise."""
     if not isinstance(key, str):
         raise InvalidKey(key, f"must be a string, not {type(key).__name__}")
+    key = unicodedata.normalize("NFC", key)
     if not key.strip():
         raise InvalidKey(key, "must not be empty")
     if len(key) > max_length:
@@ -39,5 +43,19 @@ def encode_key(key: str) -> str:
 
 
 def blob_name(prefix: str, key: str) -> str:
-    """The blob name for `key` under `prefix`, after validating the key."""
-    return f"{prefix}/{encode_key(validate_key(key))}" if prefix else encode_key(validate_key(key))
+    """The blob name for `key` under `prefix`, after validating the key; `InvalidKey` when it
+    would pass Azure's 1,024-character limit (many non-ASCII characters encode long)."""
+    encoded = encode_key(validate_key(key))
+    name = f"{prefix}/{encoded}" if prefix else encoded
+    if len(name) > MAX_BLOB_NAME:
+        raise InvalidKey(
+            key,
+            f"names a blob of {len(name)} characters once encoded; Azure allows {MAX_BLOB_NAME}",
+        )
+    return name
+
+
+def prefix(namespace: str, scope: str | None) -> str:
+    """Where a namespace's keys are named: `{namespace}` for the app's, `{namespace}/@{scope}`
+    for one function's own ('@' is never in an encoded key, so the two cannot meet)."""
+    return namespace if scope is None else f"{namespace}/@{scope}"

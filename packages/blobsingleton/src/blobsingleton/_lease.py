@@ -1,26 +1,18 @@
 """The public lease API, independent of where the lease lives.
 
-`BaseLease` owns acquire/release, waiting with jitter, background renewal, the lost-lease
-signal and the context managers. A backend implements `_try_acquire`, `_renew`, `_release`
-(and may publish an owner record). Renewal is a loop waiting on an Event; unlike a silent
-renewal thread, losing the lease is always visible: `is_held` turns False and
-`ensure_held()` raises at once, `on_lost` is called, then `lost` is set.
-
-The renewal thread carries the invocation's id (`_invocation.thread_target`); records of
-calls run off the loop are emitted by the awaiting task. The async paths keep every storage
-call off the event loop, and a cancelled `acquire_async` gives back a lease its attempt took
-after the task was gone.
+How it works: `docs/internals.md`, `_lease.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Self
 
@@ -53,6 +45,24 @@ def check_period(period: float) -> float:
     return float(period)
 
 
+def paced(
+    key: str,
+    clock: Callable[[], float],
+    timeout: float | None,
+    blocking: bool,
+    delay: Callable[[], float],
+) -> Generator[float, None, None]:
+    """Sleeps of `delay()` seconds, cut to what is left of `timeout`; `LeaseTimeout` when over
+    (at once unless `blocking`)."""
+    started = clock()
+    while True:
+        remaining = None if timeout is None else timeout - (clock() - started)
+        if not blocking or (remaining is not None and remaining <= 0):
+            raise LeaseTimeout(key, clock() - started)
+        wait = delay()
+        yield wait if remaining is None else min(wait, remaining)
+
+
 class BaseLease(ABC):
     """A lease on one key: acquire it, hold it (renewed in the background), release it."""
 
@@ -79,7 +89,6 @@ class BaseLease(ABC):
         self._renewer: threading.Thread | None = None
         self._state_lock = threading.Lock()
         self._clock = clock
-        self._renewals = 0
 
     # -- what a backend implements -------------------------------------------------------------
     @abstractmethod
@@ -94,20 +103,16 @@ class BaseLease(ABC):
     def _release(self) -> None:
         """Give the lease back."""
 
-    def _next_delay(self, interval: float) -> float:
-        """Seconds until the next attempt of a blocking acquire; a backend may wait in line."""
-        return interval * random.uniform(0.5, 1.5)
-
-    def _stop_waiting(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """The acquire loop ended (acquired, timed out or cancelled): leave any line."""
-
-    def _confirmed_since(self, sent_at: float) -> float:
-        """When the service last confirmed the lease `_try_acquire` just returned: the attempt's
-        send time, unless the backend took over a lease confirmed earlier (a kept lease)."""
-        return sent_at
-
-    def _on_first_renewal(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """Hook run after the first successful renewal (publishing an owner record)."""
+    def _waits(
+        self, timeout: float | None, blocking: bool, poll_interval: float | None
+    ) -> Generator[float, None, None]:
+        """The sleeps between a blocking acquire's attempts (jittered polling), raising
+        `LeaseTimeout` once waiting is over. A backend may plan its own; the acquire closes
+        the iterator when it ends (acquired, timed out or cancelled)."""
+        interval = poll_interval or self.poll_interval
+        return paced(
+            self.key, self._clock, timeout, blocking, lambda: interval * random.uniform(0.5, 1.5)
+        )
 
     # -- public API ------------------------------------------------------------------------------
     @property
@@ -132,12 +137,9 @@ class BaseLease(ABC):
 
         Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
         """
-        waits = self._waits(timeout, blocking, poll_interval)
-        try:
+        with contextlib.closing(self._waits(timeout, blocking, poll_interval)) as waits:
             while not self._attempt():
                 time.sleep(next(waits))
-        finally:
-            self._stop_waiting()
         return self
 
     async def acquire_async(
@@ -156,7 +158,7 @@ class BaseLease(ABC):
             while not await off_loop(in_thread(self._attempt), undo=self._give_back_if_taken):
                 await asyncio.sleep(await off_loop(in_thread(lambda: next(waits))))
         finally:
-            await off_loop(in_thread(self._stop_waiting))
+            await off_loop(in_thread(waits.close))
         return self
 
     def release(self) -> None:
@@ -221,31 +223,18 @@ class BaseLease(ABC):
         await self.release_async()
 
     # -- internals -------------------------------------------------------------------------------
-    def _waits(
-        self, timeout: float | None, blocking: bool, poll_interval: float | None
-    ) -> Iterator[float]:
-        """Jittered sleeps between attempts; raises `LeaseTimeout` when waiting is over."""
-        started = self._clock()
-        interval = poll_interval or self.poll_interval
-        while True:
-            remaining = None if timeout is None else timeout - (self._clock() - started)
-            if not blocking or (remaining is not None and remaining <= 0):
-                raise LeaseTimeout(self.key, self._clock() - started)
-            delay = self._next_delay(interval)
-            yield delay if remaining is None else min(delay, remaining)
-
     def _attempt(self) -> bool:
         if self._token is not None:
             raise LeaseError(f"lease {self.key!r} is already held by this object")
-        sent_at = self._clock()
+        # A lease the attempt takes is confirmed no earlier than now; a backend that takes one
+        # confirmed earlier (a lease kept from this process's last turn) lowers it.
+        self._confirmed_at = self._clock()
         token = self._try_acquire()
         if token is None:
             return False
         with self._state_lock:
             self._token = token
-            self._confirmed_at = self._confirmed_since(sent_at)
             self._lost_error = None
-            self._renewals = 0
             self.lost.clear()
             self._stop_renewing.clear()
         self._start_renewing()
@@ -293,12 +282,6 @@ class BaseLease(ABC):
             self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
             return None
         self._confirmed_at = sent_at
-        self._renewals += 1
-        if self._renewals == 1:
-            try:
-                self._on_first_renewal()
-            except LeaseError as error:
-                log.warning("lease %s: owner record not published: %s", self.key, error)
         return interval
 
     def _declare_lost(self, reason: str) -> None:

@@ -1,39 +1,20 @@
 """A waiting line per key, so that waiters get a contended lease in arrival order.
 
-Blob leases are not fair: a holder that releases and asks again at once wins almost every
-time, because waiters only poll. The line fixes that with what Blob Storage does atomically:
-
-- A waiter takes a ticket (the sequence number of a `{lock}.tickets` page blob, incremented
-  by the service: one request, strictly increasing) and writes an entry blob
-  `{lock}.line/{ticket}` carrying the lease id it will use.
-- A fair holder does not release into the void: it lists the line (one request) and
-  *changes* its lease to the lease id of the first live entry (Change Lease). The lease is
-  never free while someone waits, so nobody can barge in; the waiter finds it holds the key
-  when it next asks (an Acquire Lease with its own id succeeds on a lease that already has
-  that id).
-- Waiters do not poll the line. Each knows its place (counted from the ticket its own process
-  last handed to, else one listing) and plans when to look again from the pace the line was
-  seen moving; the next in line asks for the lease shortly before the holder's turn should
-  end (as long as this process's own turns take), then every 50 ms, backing off while a long
-  hold runs on; a line standing still makes everyone look less often. What a process learns
-  is kept in `_keep` (never written to storage).
-- Entries prove their waiter alive by being rewritten every third of a lease period; one not
-  rewritten for a period is skipped, so a dead waiter blocks the line for at most one lease
-  period (the lease handed to it expires unrenewed; waiters behind a line that stood still
-  for a period ask for the lease too). Both times are storage's: an entry's Last-Modified
-  against the listing's `Date`.
-
-Mutual exclusion is still the lease alone; the line only decides who tries.
+How it works: `docs/internals.md`, `_line.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+from blobsingleton._keep import LineMemory
 from blobsingleton._listing import list_all
 from blobsingleton._storage import (
     TIME_RESOLUTION,
@@ -45,6 +26,19 @@ from blobsingleton._storage import (
 
 #: Tickets are zero-padded so that the service lists entries in ticket order.
 TICKET_DIGITS = 15
+#: How often a waiter whose place has come up asks for the lease: bounds the handoff time.
+HEAD_POLL = 0.05
+#: The longest a waiter next in line goes without asking (while a long hold runs on).
+MAX_LINE_POLL = 1.0
+#: The longest a waiter further back goes without looking at the line.
+MAX_LINE_LOOK = 2.0
+#: A line that has not moved for this many places' time stands still (a long hold).
+STALLED = 3.0
+#: A waiter this many places back or fewer plans its looks closely (see `_plan`).
+NEAR = 3
+#: A waiter further back looks at the line again when the places before it, but the holder's,
+#: should have gone, and this share of the holder's turn too (the holder may be nearly done).
+EARLY_LOOK = 0.5
 
 
 @dataclass(frozen=True)
@@ -111,3 +105,112 @@ class WaitingLine:
                 with contextlib.suppress(HttpResponseError):
                     self._tickets.create_page_blob(0, if_none_match="*")
         raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
+
+
+class LineWait:
+    """One blocking acquire's place in a key's line, and when it next asks or looks.
+
+    Waiters do not poll the line. Each knows its place (counted from the ticket its own
+    process last handed to, else one listing) and plans when to look again from the pace the
+    line was seen moving; the next in line asks shortly before the holder's turn should end
+    (as long as this process's own turns take), then every `HEAD_POLL`, backing off while a
+    long hold runs on; a line standing still makes everyone look less often.
+    """
+
+    def __init__(self, line: WaitingLine, memory: LineMemory, period: float, blocking: bool):
+        self.line, self.memory, self.period, self.blocking = line, memory, period, blocking
+        self.ticket: int | None = None  # our place in line, once joined
+        self.lease_id = ""  # the lease id we stand in line with
+        self._refreshed_at = self._looked_at = self._moved_at = 0.0  # monotonic
+        self._places = 1  # places before ours (the holder's included)
+        self._turn_at = 0.0  # monotonic: when our place should come up
+        self._holder_since = 0.0  # monotonic: about when the holder before us took over
+        self._overdue_from = 0.0  # monotonic: the next in line backs off past this
+        self._probe_next = True  # the next wake asks for the lease (else it lists the line)
+        self._look_due = False
+
+    def joins_at_once(self) -> bool:
+        """This process just handed the key on: an attempt could only fail, so join."""
+        return self.blocking and self.memory.busy(time.monotonic())
+
+    def asks(self) -> bool:
+        """Whether this wake asks for the lease; if it does not get it, the next looks."""
+        self._look_due = True
+        return self._probe_next
+
+    def join(self) -> None:
+        """Take a ticket and stand in line (2 requests), then plan the first look."""
+        now = time.monotonic()
+        self.lease_id = str(uuid.uuid4())
+        self.ticket = self.line.join(self.lease_id)
+        self._refreshed_at = self._moved_at = now
+        self._looked_at = 0.0
+        places = self.memory.places_ahead(self.ticket, now)
+        if places is None:
+            self._look()  # no handoff of ours to count from: look at the line (1 request)
+        else:  # the ticket we just handed to holds the key since a moment ago
+            self._places, self._looked_at, self._holder_since = places, now, now
+        self._plan()
+
+    def _look(self) -> None:
+        """List the line: the places before ours, the holder's included (1 request)."""
+        assert self.ticket is not None
+        now = time.monotonic()
+        places = 1 + sum(1 for entry in self.line.live() if entry.ticket < self.ticket)
+        if self._looked_at:
+            self.memory.moved(self._places - places, now - self._looked_at)
+            if places < self._places:
+                self._moved_at = now
+        if places == 1:  # next: the holder took over since our last look at the earliest
+            self._holder_since = self._looked_at or now
+        self._places, self._looked_at = places, now
+
+    def _plan(self) -> None:
+        """When our place should come up, and whether the next wake asks for the lease."""
+        memory = self.memory
+        if self._places <= 1:  # the holder's turn: about as long as our own turns take
+            self._turn_at = self._holder_since + memory.per_place
+            # Back off only once its turn ran past that, counted from when we saw we are next
+            # (it may have taken over any time before): a head never sleeps through a handoff.
+            self._overdue_from = self._looked_at + memory.per_place
+            self._probe_next = True
+            return
+        # Far back: look again about NEAR places before ours, at four fifths of the pace the
+        # line was seen moving (handoffs included). Close: when we may be next, at that pace or
+        # our own turns' if faster. Sleeping past our turn would idle the key.
+        seen = memory.pace or memory.per_place
+        if self._places > NEAR:
+            self._turn_at = self._looked_at + (self._places - NEAR) * seen * 0.8
+        else:
+            pace = min(seen, memory.per_place)
+            self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
+        # A line standing still for a period: whoever is ahead may be dead, holding a lease
+        # handed to it that expires unrenewed while its entry still looks live. Ask for the
+        # lease too then (it is free once that lease expired).
+        self._probe_next = time.monotonic() - self._moved_at > self.period
+
+    def next_delay(self) -> float:
+        """Seconds until the next wake (joining the line at the first)."""
+        if self.ticket is None:
+            self.join()
+        elif time.monotonic() - self._refreshed_at > self.period / 3:
+            self.line.refresh(self.ticket, self.lease_id)
+            self._refreshed_at = time.monotonic()
+        elif self._places > 1 and self._look_due:  # woke without the lease: where are we?
+            self._look()
+            self._plan()
+        self._look_due = False
+        now = time.monotonic()
+        if self._places > 1:  # not before the plan; less often while the line stands still
+            stalled = now - self._moved_at
+            if stalled < STALLED * (self.memory.pace or self.memory.per_place):
+                stalled = 0.0  # moving as usual: a place may come up any time
+            wake = max(self._turn_at, self._looked_at + stalled)
+            longest = MAX_LINE_POLL if self._probe_next else MAX_LINE_LOOK
+            return min(longest, max(0.0, wake - now))
+        # Next in line: ask shortly before the holder's turn should end, then every
+        # HEAD_POLL, backing off while it runs past the estimate (a long hold).
+        if now < self._turn_at - HEAD_POLL:
+            return min(MAX_LINE_POLL, self._turn_at - HEAD_POLL - now)
+        overdue = max(0.0, now - self._overdue_from)
+        return min(MAX_LINE_POLL, max(HEAD_POLL, overdue)) * random.uniform(0.8, 1.2)

@@ -1,20 +1,6 @@
 """One page of List Blobs (names, etags, Last-Modified, metadata), parsed without the SDK's models.
 
-The watcher of waiting keys (`_record_watch`) and a waiting line (`_line`) list blobs with
-their metadata many times a second. The SDK turns each listed name into a `BlobProperties`
-through its generic model deserialiser: about 0.2 ms of client CPU per name, so a page of 32
-names cost about five reads' worth, the largest share of a guarded delivery's client CPU when
-8 instances race. This module sends the same request (`restype=container&comp=list`, the
-client's API version) through the container client's own pipeline (its credential, retries,
-hooks and transport) and reads the four fields it needs with ElementTree: the same answer for
-about a quarter of the CPU (a 32-name page: 1.6 ms against 6.4).
-
-The pipeline is reached through the client's generated-code attribute (`_client._client`), one
-of two SDK internals this library reads (the other: `_storage.ServiceTime` finds a client's own
-response hook). Where it is missing (another SDK version, a
-wrapper standing in for a `ContainerClient`) `list_page` falls back to the SDK's `list_blobs`,
-so behaviour never depends on it, only cost. Errors are the SDK's: an `HttpResponseError`
-(`ResourceNotFoundError` for 404) carrying the service's `error_code`.
+How it works: `docs/internals.md`, `_listing.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +16,7 @@ from urllib.parse import quote, unquote
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+from blobsingleton._azure_sdk import pipeline_sender
 from blobsingleton._storage import ServiceTime
 
 
@@ -54,7 +41,7 @@ class Page:
 
 def list_page(container: Any, prefix: str, size: int, marker: str | None = None) -> Page:
     """One page of at most `size` blobs named from `prefix`, with their metadata (1 request)."""
-    send = _sender(container)
+    send = pipeline_sender(container)
     if send is None:
         return _sdk_page(container, prefix, size, marker)
     from azure.core.rest import HttpRequest
@@ -84,18 +71,6 @@ def list_all(container: Any, prefix: str, size: int = 5000) -> tuple[list[Listed
         page = list_page(container, prefix, size, page.next_marker)
         items += page.items
     return items, served_at
-
-
-def _sender(container: Any) -> Any:
-    """The pipeline's `send_request` of a `ContainerClient`, or None (use the SDK's listing)."""
-    generated = getattr(container, "_client", None)
-    pipeline_client = getattr(generated, "_client", None)
-    send = getattr(pipeline_client, "send_request", None)
-    if send is None or not isinstance(getattr(container, "url", None), str):
-        return None
-    if not isinstance(getattr(container, "api_version", None), str):
-        return None
-    return send
 
 
 def _error(response: Any) -> HttpResponseError:

@@ -97,15 +97,10 @@ class LockBlob:
         blob_name: str,
         key: str,
         request_timeout: float = 5.0,
-        *,
-        legacy_name: str | None = None,
     ) -> None:
-        """`legacy_name`: where library 0.2 kept this key's lock, before namespaces; a lock
-        blob created now starts from that blob's token, so fenced stores keep accepting."""
         self._container = container
         self._blob = container.get_blob_client(blob_name)
         self.name = blob_name
-        self._legacy_name = legacy_name
         self.key = key
         # Bound every call, so a hung connection cannot outlive the lease it serves.
         self._options: dict[str, Any] = {
@@ -115,7 +110,11 @@ class LockBlob:
         }
 
     def acquire(self, lease_id: str, period: float) -> None:
-        """Take the lease with our id; `LockBusy` when someone holds it. Creates what is missing."""
+        """Take the lease with our id; `LockBusy` when someone holds it. Creates what is missing.
+
+        An acquire whose outcome is unknown (no answer, or 500 after the client's retries: it
+        may have landed) is released before `StorageUnavailable` is raised, so a lease nobody
+        knows it holds does not keep the key for a period."""
         for _ in range(3):
             try:
                 with translated("acquire", self.key):
@@ -123,6 +122,10 @@ class LockBlob:
                 return
             except LockMissing as missing:
                 self._create(missing.code)
+            except StorageUnavailable:
+                with contextlib.suppress(LeaseError, StorageUnavailable):
+                    self.release(lease_id, None)
+                raise
         raise LeaseError(f"lock blob for {self.key!r} could not be created")
 
     def _create(self, missing: str) -> None:
@@ -131,26 +134,10 @@ class LockBlob:
             if missing == "ContainerNotFound":
                 create_container_quietly(self._container, **self._options)
             try:
-                self._blob.create_page_blob(
-                    0, sequence_number=self._legacy_token(), if_none_match="*", **self._options
-                )
+                self._blob.create_page_blob(0, if_none_match="*", **self._options)
             except HttpResponseError as error:
                 if error_code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
                     raise
-
-    def _legacy_token(self) -> int:
-        """The token the 0.2 lock blob of this key reached (0 when there is none)."""
-        if not self._legacy_name:
-            return 0
-        try:
-            props = self._container.get_blob_client(self._legacy_name).get_blob_properties(
-                **self._options
-            )
-        except HttpResponseError as error:
-            if error.status_code == 404:
-                return 0
-            raise
-        return int(props.page_blob_sequence_number or 0)
 
     def next_token(self, lease_id: str) -> int:
         """Increment the fencing token under our lease; the service returns the new value."""

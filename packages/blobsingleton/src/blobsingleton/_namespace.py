@@ -1,22 +1,6 @@
 """Whose keys these are: lock and record names in a namespace, by default the host id.
 
-Several function apps, or a production and a staging slot, may share one storage account. The
-Functions host keeps its own locks and timer state apart by host id (`locks/{hostId}/...`,
-`timers/{hostId}/...`); the library does the same, so every lock and record blob is named
-`{namespace}/{encoded key}`. The namespace is, first found:
-
-1. the `namespace=` argument of a decorator, lease, record store or ops call;
-2. app setting `BLOBSINGLETON_NAMESPACE`: give two apps the same value to share keys on purpose;
-3. the host id, computed as the host computes it (ScriptHostIdProvider): app setting
-   `AzureFunctionsWebHost__hostid`; on Flex Consumption a hash of the site (and slot) name;
-   on App Service (`WEBSITE_INSTANCE_ID` set) the site name `WEBSITE_SITE_NAME`, with
-   `-{WEBSITE_SLOT_NAME}` outside the production slot; on Linux Consumption the host name
-   `WEBSITE_HOSTNAME` without `.azurewebsites.net`; elsewhere (a local host) the machine name
-   and a hash of the app folder (`AzureWebJobsScriptRoot`, else the working directory). All
-   but the hash lower-cased, cut to 32 characters, trailing '-' trimmed.
-
-Like the host's, the default collides for two apps whose names agree in their first 32
-characters (azure-functions-host #2015): set `BLOBSINGLETON_NAMESPACE` (or the host id) there.
+How it works: `docs/internals.md`, `_namespace.py`.
 """
 
 from __future__ import annotations

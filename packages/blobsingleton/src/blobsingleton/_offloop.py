@@ -1,13 +1,6 @@
 """Blocking storage calls kept off the event loop, safe under cancellation, logged in the caller.
 
-Two problems every async path of the library shares, solved once here:
-
-- A call handed to a thread keeps running when the awaiting task is cancelled. If it took
-  something (a lease, a run-once claim), nobody would give it back. `off_loop(call, undo=...)`
-  hands the result to `undo` instead, in the thread, whenever the task is no longer there.
-- The Python worker ties a log record to an invocation by the thread or task that emits it;
-  records from the library's own threads would lose the invocation id. Records the library logs
-  in such a thread are captured and emitted by the task (or thread) that owns the work.
+How it works: `docs/internals.md`, `_offloop.py`.
 """
 
 from __future__ import annotations
@@ -38,7 +31,9 @@ class _CaptureInThisThread(logging.Filter):
         return False
 
 
-log.addFilter(_CaptureInThisThread())
+# Filters of a logger do not apply to its children's records: every library logger gets one.
+for _name in ("blobsingleton", "blobsingleton.events"):
+    logging.getLogger(_name).addFilter(_CaptureInThisThread())
 
 
 @contextlib.contextmanager

@@ -1,11 +1,6 @@
 """`@once(key)`: run a function's work once per key, however many deliveries arrive.
 
-    @once("email-{notification.event_id}", payload=lambda n: n.to_dict(),
-          on_in_progress=Busy.DEFER, queue="%NOTIFICATIONS_QUEUE%")
-    def deliver(notification: Notification) -> dict: ...
-
-A completed key returns its stored (JSON) result without running; an exception frees the
-key so the host's retry runs it again.
+How it works: `docs/internals.md`, `_once.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
@@ -27,10 +22,13 @@ from blobsingleton._busy import (
     BusyPolicy,
     Guard,
     MaybeSkipped,
+    check_defer,
     check_policy,
     guarded,
+    unguarded,
 )
 from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
     Decision,
@@ -40,12 +38,17 @@ from blobsingleton._once_handler import (
     payload_hash,
 )
 from blobsingleton._records import RecordStore
-from blobsingleton._templates import resolve_key
-from blobsingleton.errors import OutsideGuardedCall
+from blobsingleton._results import ResultCodec, Results
+from blobsingleton._singleton import held
+from blobsingleton._templates import function_scope, resolve_key
+from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Whose records: the decorated function's own (as WebJobs' `SingletonScope.Function`), or
+#: shared by every function of the app that uses the same key (`SingletonScope.Host`).
+Scope = Literal["function", "app"]
 
 #: How long a delivery that finds its key in progress is held, watching, before its policy.
 DEFAULT_HOLD_BUSY = 3.0
@@ -56,7 +59,9 @@ _current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
 
 
 def current_run() -> OnceHandler:
-    """The run the executing `@once` invocation owns: its `key`, `attempt` and `ensure_held()`.
+    """The run the executing `@once` invocation owns: its `key`, `attempt` (1, or more after
+    takeovers of crashed runs), `token` (the fencing token of the `@singleton` lease it runs
+    under, else None) and `ensure_held()`.
 
     Call `current_run().ensure_held()` before a side effect that must not happen twice: it
     raises `RunLost` once another delivery took the key over (or may have).
@@ -75,10 +80,16 @@ class _RecordGuard(Guard):
     """One invocation's run-once record: claimed before the body, completed or freed after."""
 
     def __init__(
-        self, handler: OnceHandler, function: str, wait_timeout: float, hold: float
+        self,
+        handler: OnceHandler,
+        results: Results,
+        on_replay: Callable[[Any], Any] | None,
+        wait_timeout: float,
+        hold: float,
     ) -> None:
         self.handler = handler
-        self.function = function
+        self.results = results
+        self.on_replay = on_replay
         self.wait_timeout = wait_timeout
         self.hold = hold
 
@@ -96,21 +107,20 @@ class _RecordGuard(Guard):
     def _admission(self, outcome: Outcome) -> Admission:
         if outcome.decision == Decision.EXECUTE:
             return RUN
+        key, record = self.handler.key, outcome.record
         if outcome.decision == Decision.STORED:
-            log.info(
-                "%s: %s already done, returning its stored result", self.function, self.handler.key
-            )
-            return Admission(run=False, result=outcome.record.result)
+            emit("replay", key=key, function=self.results.function, attempt=record.attempt)
+            result = self.results.replay(key, record.result)
+            return Admission(run=False, result=self.on_replay(result) if self.on_replay else result)
         if outcome.decision == Decision.ABANDONED:
             return Admission(run=False)
-        return Admission(
-            run=False,
-            busy=self.handler.busy_error(outcome.record),
-            retry_after=self.handler.retry_after(outcome.record),
-        )
+        busy = self.handler.busy_error(record)
+        return Admission(run=False, busy=busy, retry_after=self.handler.retry_after(record))
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
+        leases = held()
+        self.handler.token = leases[0].token if len(leases) == 1 else None
         token = _current.set(self.handler)
         try:
             yield
@@ -120,17 +130,23 @@ class _RecordGuard(Guard):
     def settle(self, result: Any, failed: bool) -> None:
         if failed:
             self.handler.fail()
-        else:
-            self.handler.complete(result)
+            return
+        stored, refused = self.results.store(self.handler.key, result)
+        self.handler.complete(stored)
+        if refused is not None:
+            raise refused
 
 
 def once(
     key: str,
     *,
+    scope: Scope = "function",
     mode: Mode = Mode.AT_LEAST_ONCE,
     retention: float | timedelta = timedelta(days=7),
     in_progress_timeout: float | timedelta = DEFAULT_IN_PROGRESS_TIMEOUT,
     payload: Callable[..., Any] | None = None,
+    result: ResultCodec | None = None,
+    on_replay: Callable[[Any], Any] | None = None,
     on_in_progress: BusyPolicy = Busy.WAIT,
     wait_timeout: float = 60.0,
     queue: str | None = None,
@@ -141,35 +157,41 @@ def once(
     namespace: str | None = None,
     under_lease: bool = False,
     hold_busy: float | None = None,
+    run_without_key: bool = False,
 ) -> MaybeSkipped:
     """Run the decorated function's work once per resolved `key` while its record lives.
 
-    A completed key returns its stored result without running; a failed run frees the key.
+    A completed key returns the first call's result, a fresh copy, without running; a failed
+    run frees the key. `scope`: records are the decorated function's own ("function", the
+    default: two functions with one key template never share a record), or shared by every
+    function of the app that names the same key ("app").
     `mode`: after a crash mid-run, AT_LEAST_ONCE (default) reruns once the in-progress record
     expires, so the work may run twice across a crash; AT_MOST_ONCE never reruns it, so a
     crash may leave it undone. `in_progress_timeout` (default 15 s): a running call keeps its
     record alive with a heartbeat, so this bounds how long a *crashed* call holds the key, not
-    how long the work may take.
-    `retention`: how long a completed key is remembered (default 7 days).
+    how long the work may take. `retention`: how long a completed key is remembered (7 days).
     `payload(*args, **kwargs)`: what must match for a duplicate; a different one raises
-    `PayloadMismatch`. `on_in_progress`: WAIT (poll up to `wait_timeout`, then
-    `AlreadyInProgress`), SKIP, DEFER (re-enqueue on `queue`, visible again when the record
-    could next change: its expiry, unless `defer_seconds` says otherwise), or a callable.
-    Async functions never block the loop; cancelled, they free (or never claim) the key.
+    `PayloadMismatch`, naming the fields that differ when it is a mapping.
+    `result`: a codec (`encode`/`decode`) for results the default cannot store (JSON values,
+    dataclasses, `Decimal`, `datetime`, `UUID`, `azure.functions.HttpResponse`...: see
+    `blobsingleton.results`); a result that cannot be stored raises `ResultNotStorable` at the
+    first call, once its work ran. `on_replay(result)`: called with a duplicate's copy of the
+    stored result; what it returns is returned (each replay is also an `event=replay` record).
+    `on_in_progress`: WAIT (poll up to `wait_timeout`, then `AlreadyInProgress`), SKIP, DEFER
+    (re-enqueue on `queue`, visible again when the record could next change: its expiry, unless
+    `defer_seconds` says otherwise), or a callable. `hold_busy`: seconds a delivery that finds
+    its key in progress stays in its process, watching the record, before `on_in_progress`
+    applies (default 3 s; 0 for SKIP).
+    `run_without_key=True`: a key the invocation does not give (a missing or empty field) runs
+    the function unguarded with a warning, instead of raising `KeyTemplateError`.
     `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
-    Functions host id), so two apps on one storage account each run their own work.
-    `under_lease=True`: the function runs inside a `@singleton` whose lease covers this key, so
-    whoever gets here holds the lease and a record still in progress belongs to a run that
-    lost it (crashed, or paused past its lease and fenced off): it is taken over at once, with
-    no heartbeat and no in-progress timeout to wait out.
-    `hold_busy`: seconds a delivery that finds its key in progress stays in its process,
-    watching the record, before `on_in_progress` applies (default `DEFAULT_HOLD_BUSY`, 3 s,
-    for DEFER, WAIT and callables; 0 for SKIP). It learns the run it waits for finished about
-    when that run does (the watcher checks every waiting key of the process with one request
-    per tick, paced by how long runs take here) and returns its stored result; a run still
-    going after the hold is re-queued for when its record could expire, as before.
+    Functions host id). `under_lease=True`: the function runs inside a `@singleton` whose
+    lease covers this key, so a record still in progress belongs to a run that lost it: it is
+    taken over at once, with no heartbeat and no in-progress timeout to wait out.
+    Async functions never block the loop; cancelled, they free (or never claim) the key.
     """
-    check_policy(on_in_progress, queue)
+    if scope not in ("function", "app"):
+        raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     if hold_busy is None:
         hold_busy = 0.0 if on_in_progress == Busy.SKIP else DEFAULT_HOLD_BUSY
     if hold_busy < 0:
@@ -178,22 +200,35 @@ def once(
     in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
     if under_lease:
         in_progress_s = 0.0  # the lease is the liveness signal
-    busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
+
+    check_policy(on_in_progress, queue)
 
     def decorate(fn: F) -> F:
+        check_defer(on_in_progress, fn)
         signature = inspect.signature(fn)
+        results = Results(fn.__qualname__, result)
+        scope_id = function_scope(fn) if scope == "function" else None
+        busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
-        def make_guard(*args: Any, **kwargs: Any) -> _RecordGuard:
+        def make_guard(*args: Any, **kwargs: Any) -> Guard:
+            try:
+                resolved = resolve_key(key, signature, args, kwargs, schedule=schedule)
+            except KeyTemplateError as error:
+                if not run_without_key:
+                    raise
+                log.warning("%s runs without run-once protection: %s", fn.__qualname__, error)
+                return unguarded
             handler = OnceHandler(
-                store or _defaults.record_store(storage=storage, namespace=namespace),
-                resolve_key(key, signature, args, kwargs, schedule=schedule),
+                store
+                or _defaults.record_store(storage=storage, namespace=namespace, scope=scope_id),
+                resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
                 in_progress_timeout=in_progress_s,
                 retention=retention_s,
                 under_lease=under_lease,
             )
-            return _RecordGuard(handler, fn.__name__, wait_timeout, hold_s)
+            return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
         return guarded(fn, make_guard, busy)
 

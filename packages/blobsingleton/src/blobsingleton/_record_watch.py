@@ -1,46 +1,15 @@
 """One watcher per process and records namespace: many keys' records, one request per tick.
 
-A delivery that finds its key in progress elsewhere is held in its process for a moment
-(`@once(hold_busy=...)`) instead of being re-queued at once, and registers here with the etag
-it saw. One thread per namespace asks storage for every key waiting in the process at once:
-a List Blobs (with metadata) over the longest common prefix of their blob names when two or
-more wait (at most `PAGE_SIZE` names, one page), a conditional GET (If-None-Match: the etag
-seen; 304 while nothing changed) for a lone key and for any name the listing did not reach,
-so keys without a common prefix (random ids) cost no more than reading them. A record's JSON
-travels in its blob metadata (`record`, base64; see `_blob_records`), so a listing says what
-each record now is without reading the bodies. The same ticks answer first reads arriving
-together (`read`: gathered for `GATHER_QUIET` to `GATHER_MAX` seconds), copies waiting their
-rank before creating, and deliveries that lost a create race.
-
-Pacing: a held delivery's first tick comes one typical run duration (this process's recent
-runs, `note_run`) after it starts waiting, later ones back off to `MAX_TICK`. Ticks no first
-read asked for are paid by waiting deliveries (`TICKS_PER_WAIT` each); without a token the
-next comes `MAX_TICK` after the last, so a wait is never starved and a crashed run's record is
-still seen to expire. A waiter is released as soon as its record differs from what it saw
-(completed, deleted by a failed run, taken over), or at its deadline with the record as it was.
-
-The watcher also keeps what the handler adapts to: how often first looks here find keys
-already done (few: create without reading first, `create_first`) and how often creates lose
-(many: copies of one event arrive together, so a copy waits its rank before creating,
-`create_delay`, and the copy ranked first creates while the others see its record).
-
-Completed records the watcher sees (its listings cover neighbours too, and this process's own
-writes) are remembered for `REMEMBER_SECONDS` (never past their own expiry), so a later
-duplicate in this process is answered without a request (`known`). A delete in this process
-forgets at once; an operator's reset of a key (`ops reset`) from elsewhere is therefore seen
-by a process that remembered it at most that long after.
+How it works: `docs/internals.md`, `_record_watch.py`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import hashlib
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,21 +17,18 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
+from blobsingleton import _record_blob
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, Status
-from blobsingleton._storage import TIME_RESOLUTION, ServiceTime, epoch, error_code
+from blobsingleton._storage import ServiceTime, error_code
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
 log = logging.getLogger("blobsingleton")
 
-#: Metadata key holding the record's JSON (base64), so a listing carries it.
-RECORD_METADATA = "record"
-#: Records whose JSON is longer are written without it (a listing then costs one read).
-MAX_METADATA_RECORD = 4096
 #: A first read is sent once no other arrived for GATHER_QUIET s, or GATHER_MAX s after it
 #: arrived, with every read that arrived meanwhile; READ_TIMEOUT bounds the wait for an answer.
 GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
@@ -90,36 +56,6 @@ MIN_LIST = 2
 #: How long a completed record seen here answers duplicates without a request.
 REMEMBER_SECONDS = 10.0
 REMEMBER_MAX = 20_000
-
-
-def record_metadata(body: bytes) -> dict[str, str]:
-    """The metadata entry that carries a record's JSON, if it fits."""
-    if len(body) > MAX_METADATA_RECORD:
-        return {}
-    return {RECORD_METADATA: base64.b64encode(body).decode("ascii")}
-
-
-def record_from_metadata(
-    metadata: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None
-) -> Record | None:
-    """The record a listed blob carries in its metadata; None when it carries none."""
-    metadata = metadata or {}
-    encoded = metadata.get(RECORD_METADATA)
-    if not encoded:
-        return None
-    try:
-        raw = base64.b64decode(encoded, validate=True)
-        ttl = metadata.get("ttl")
-        written = epoch(last_modified)
-        return Record.from_json(
-            raw,
-            etag,
-            ttl=float(ttl) if ttl else None,
-            written_at=None if written is None else written + TIME_RESOLUTION,
-            read_at=read_at,
-        )
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        return None
 
 
 @dataclass
@@ -157,13 +93,13 @@ class RecordWatch:
     def __init__(
         self,
         container: ContainerClient,
-        namespace: str,
+        prefix: str,
         read: Callable[[str], Record | None],
     ) -> None:
         """`read(key)`: a plain read of one record (used when a listing gives an etag but not
         the record)."""
         self._container = container
-        self._prefix = f"{namespace}/"
+        self._prefix = f"{prefix}/"
         self._read = read
         self._lock = threading.Condition()
         self._waiters: list[_Waiter] = []
@@ -180,10 +116,6 @@ class RecordWatch:
         #: How often a first look found the key completed (recent, weighted).
         self._completed = CREATE_FIRST_BELOW
         self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
-        #: Requests this watcher made (listings and reads), for tests and benchmarks.
-        self.requests = 0
-        #: What it did, by kind (listings, reads, answers from memory...), for benchmarks.
-        self.stats: Counter[str] = Counter()
 
     # -- what the handler calls ------------------------------------------------------------------
     def watch(
@@ -264,7 +196,6 @@ class RecordWatch:
             if age > REMEMBER_SECONDS or record.read_at is None:
                 del self._known[name]
                 return None
-            self.stats["known"] += 1
         aged = record.with_(read_at=record.read_at + age)
         return None if aged.expired() else aged
 
@@ -308,8 +239,6 @@ class RecordWatch:
                 if not any(w.fresh for w in waiting):
                     self._tokens = max(0.0, self._tokens - 1.0)
                 self._last_tick = now
-            self.stats["ticks"] += 1
-            self.stats["tick_keys"] += len(waiting)
             try:
                 seen = {w.name: w.etag for w in waiting if not w.fresh}
                 seen.update({w.name: None for w in waiting if w.fresh})
@@ -334,19 +263,15 @@ class RecordWatch:
                 changed = changed or waiter.fresh
                 if changed and state.present and state.record is None:
                     state.record = self._read(waiter.key)
-                    self.requests += 1
-                    self.stats["reads_no_metadata"] += 1
                     if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
                         changed = False
                 if changed:
-                    self.stats["read" if waiter.fresh else "watch_changed"] += 1
                     waiter.changed, waiter.record = True, state.record if state.present else None
                     self._done(waiter)
                     continue
                 if state.record is not None:
                     waiter.record = state.record
             if now >= waiter.until:
-                self.stats["watch_timeout"] += 1
                 self._done(waiter)
             elif waiter.due <= now:  # unchanged at its own tick: back off
                 waiter.interval = min(MAX_TICK, max(MIN_TICK, waiter.interval * BACKOFF))
@@ -379,8 +304,6 @@ class RecordWatch:
         covered. Every listed name gets its state; a name not listed up to there is absent."""
         covered, marker = "", None
         for _ in range(MAX_PAGES):
-            self.requests += 1
-            self.stats["list_pages"] += 1
             try:
                 page = list_page(self._container, prefix, page_size, marker)
             except HttpResponseError as error:
@@ -389,8 +312,9 @@ class RecordWatch:
                 raise
             for item in page.items:
                 etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
-                record = record_from_metadata(item.metadata, etag, item.last_modified,
-                                              page.served_at)  # fmt: skip
+                record = _record_blob.from_metadata(
+                    item.metadata, etag, item.last_modified, page.served_at
+                )
                 states[item.name] = _State(True, etag, record)
                 if record is not None and record.status == Status.COMPLETED:
                     self.remember(item.name, record)
@@ -409,8 +333,6 @@ class RecordWatch:
         condition: dict[str, Any] = {}
         if etag:
             condition = {"etag": etag, "match_condition": MatchConditions.IfModified}
-        self.requests += 1
-        self.stats["gets"] += 1
         try:
             download = blob.download_blob(raw_response_hook=served, **condition)
             raw = download.readall()
@@ -420,19 +342,9 @@ class RecordWatch:
             if error.status_code == 404 or error_code(error) == "ContainerNotFound":
                 return _State(False)
             raise
-        props = download.properties
-        ttl = (props.metadata or {}).get("ttl")
-        written = epoch(props.last_modified)
-        record = None
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            record = Record.from_json(
-                raw,
-                props.etag,
-                ttl=float(ttl) if ttl else None,
-                written_at=None if written is None else written + TIME_RESOLUTION,
-                read_at=served.at,
-            )
-        return _State(True, props.etag, record)
+        return _State(
+            True, download.properties.etag, _record_blob.from_download(download, raw, served.at)
+        )
 
 
 def _bare(etag: str | None) -> str | None:
@@ -457,24 +369,15 @@ _watches_lock = threading.Lock()
 
 
 def watch_for(
-    container: ContainerClient, namespace: str, read: Callable[[str], Record | None]
+    container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
 ) -> RecordWatch:
-    """The process's watcher of `namespace` in `container` (made on first use)."""
-    ident = (f"{container.url}", namespace)
+    """The process's watcher of the records under `prefix` in `container` (made on first use)."""
+    ident = (f"{container.url}", prefix)
     with _watches_lock:
         found = _watches.get(ident)
         if found is None:
-            found = _watches[ident] = RecordWatch(container, namespace, read)
+            found = _watches[ident] = RecordWatch(container, prefix, read)
         return found
-
-
-def watch_stats() -> dict[str, int]:
-    """What every watcher of this process did, summed (for benchmarks)."""
-    total: Counter[str] = Counter()
-    with _watches_lock:
-        for found in _watches.values():
-            total.update(found.stats)
-    return dict(total)
 
 
 def forget_known() -> None:
@@ -484,6 +387,3 @@ def forget_known() -> None:
     for found in watches:
         with found._lock:
             found._known.clear()
-
-
-__all__ = ["RecordWatch", "forget_known", "record_from_metadata", "record_metadata", "watch_for"]

@@ -1,15 +1,6 @@
-"""Run-once records: what is stored per key, and the small store interface behind it.
+"""Run-once records: what is stored per key, and the store of four operations behind it.
 
-A record lives `ttl` seconds after its last write, judged in the storage service's time: a
-store reports when storage wrote the record (`written_at`, the latest instant it can have
-been) and when storage served the read (`read_at`), so no instance's clock decides whether
-a record has expired. `expires_at` (the writer's own clock plus `ttl`) is still written, for
-people reading a record and for library versions before 0.3 during a rolling upgrade; it
-decides only for records those versions wrote, which carry no `ttl`.
-
-A store implements four operations; the rest of `RecordStore` is optional (waiting for a key
-in progress, reading many keys at once, remembering completed ones), with defaults that
-behave as a plain store: a busy delivery then gets its busy policy at once.
+How it works: `docs/internals.md`, `_records.py`.
 """
 
 from __future__ import annotations
@@ -29,12 +20,13 @@ class Status(StrEnum):
 
 
 #: Fields a store keeps beside the record's JSON (metadata, response headers), not inside it.
-_NOT_IN_BODY = ("etag", "ttl", "written_at", "read_at")
+_NOT_IN_BODY = ("etag", "written_at", "read_at")
 
 
 @dataclass(frozen=True)
 class Record:
-    """One key's state. Times are UTC epoch seconds."""
+    """One key's state. Times are UTC epoch seconds. `result` is the stored (encoded) form of
+    what the run returned (see `blobsingleton.results`)."""
 
     key: str
     status: Status
@@ -44,8 +36,12 @@ class Record:
     result: Any = None
     owner: str = ""
     attempt: int = 1
+    #: Which delivery's claim this is (random, one per delivery): a writer whose answer was
+    #: lost knows the record as its own by it.
+    claim: str = ""
     etag: str | None = None
-    #: Seconds the record lives after its last write, in storage's time (None: written by 0.2).
+    #: Seconds the record lives after its last write, in storage's time (None: it says only
+    #: when it expires, `expires_at`, judged against the store's read time or the clock).
     ttl: float | None = None
     #: Storage's time of the last write (the latest it can have been), as the store reports it.
     written_at: float | None = None
@@ -72,7 +68,7 @@ class Record:
 
     def to_json(self) -> bytes:
         data = {name: getattr(self, name) for name in _body_fields()}
-        return json.dumps(data, separators=(",", ":"), default=str).encode()
+        return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes, etag: str | None, **beside: Any) -> Record:
@@ -84,7 +80,7 @@ class Record:
         known = _body_fields()
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = Status(values["status"])
-        return cls(**values, etag=etag, **beside)
+        return cls(**{**values, **beside}, etag=etag)
 
 
 @functools.cache
@@ -98,6 +94,8 @@ class RecordStore(ABC):
 
     Every record a store returns carries its etag and, where the store can tell, `written_at`
     and `read_at` in storage's time (a record just written: `read_at` is when storage answered).
+    A conflict is `RecordConflict`; a store that knows the record now there passes it as the
+    error's `existing` (the caller reads it otherwise).
     """
 
     @abstractmethod
@@ -116,43 +114,17 @@ class RecordStore(ABC):
     def delete(self, key: str, etag: str) -> None:
         """Delete the record if it still has `etag`; `RecordConflict` otherwise."""
 
-    # -- optional: waiting for many keys at once (a store without it re-queues busy copies) ----
-    #: Whether `watch` waits for a change (else a busy delivery gets its busy policy at once).
-    can_watch: bool = False
-
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
-        """Wait until the record of `key` no longer has `etag` (None: until it exists), at the
-        latest until the monotonic time `until`. Returns (changed, record): when changed, the
-        record now (None: deleted); when not, the latest known record or None if none was
-        learnt. The default learns nothing: (False, None) at once."""
-        return False, None
+        """Optional. Wait until the record of `key` no longer has `etag` (None: until it
+        exists), at the latest until the monotonic time `until`. Returns (changed, record):
+        when changed, the record now (None: deleted); when not, the latest known or None.
 
-    def known(self, key: str) -> Record | None:
-        """A completed, unexpired record of `key` this process saw lately, without a request
-        (None: ask storage)."""
-        return None
+        A store that overrides this lets a delivery that finds its key in progress wait in
+        its process for the run to end (`@once(hold_busy=...)`); without it, the delivery gets
+        its busy policy at once."""
+        raise NotImplementedError
 
-    def note_run(self, seconds: float) -> None:  # noqa: B027 (optional; nothing by default)
-        """A run in this process took `seconds` (how a watching store paces its checks)."""
 
-    def note_first_look(self, completed: bool) -> None:  # noqa: B027 (optional)
-        """A delivery's first look at its key found it completed (or not): how a store
-        chooses `create_first`."""
-
-    def note_create(self, lost: bool) -> None:  # noqa: B027 (optional)
-        """A create of a new record here won, or lost to another delivery's."""
-
-    def create_delay(self, key: str) -> float:
-        """Seconds a delivery that found `key` absent waits (watching) before creating it,
-        so that where creates race, one copy creates and the others see it. Default 0."""
-        return 0.0
-
-    def create_first(self) -> bool:
-        """Whether a delivery should try to create its record before reading it (keys here
-        are mostly new, so the create's answer says all). Default: read first."""
-        return False
-
-    def read(self, key: str) -> Record | None:
-        """`get` as a delivery's first look at its key: a store may answer many keys read at
-        the same moment with one request. Default: `get`."""
-        return self.get(key)
+def watches(store: RecordStore) -> bool:
+    """Whether `store` overrides `RecordStore.watch`."""
+    return type(store).watch is not RecordStore.watch

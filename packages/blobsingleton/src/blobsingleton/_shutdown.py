@@ -1,10 +1,6 @@
 """Release held leases when the process is asked to stop, so a waiter takes over at once.
 
-Without this a stopped instance keeps its leases until they expire (up to a lease period).
-Leases still held at a normal interpreter exit are released (the package registers
-`release_all` with atexit on import);
-`install_signal_handlers()` adds SIGTERM/SIGINT, chained to whatever handler was installed
-before, so the host's own shutdown still runs.
+How it works: `docs/internals.md`, `_shutdown.py`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """`@singleton`: WebJobs' `[Singleton]` for Python v2 functions, on blob leases.
 
-    @bp.queue_trigger(arg_name="msg", queue_name="%IMPORT_QUEUE%", connection="AzureWebJobsStorage")
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
-    def import_account(msg: func.QueueMessage) -> None:
-        lease = current_lease()          # token for fenced writes, ensure_held() before effects
-
-Goes under the trigger decorator (innermost). The wrapper keeps the signature and the
-coroutine-ness the Python worker inspects when it indexes the function.
+How it works: `docs/internals.md`, `_singleton.py`.
 """
 
 from __future__ import annotations
@@ -15,8 +9,9 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from blobsingleton import _defaults
@@ -29,13 +24,16 @@ from blobsingleton._busy import (
     Guard,
     Guarded,
     MaybeSkipped,
+    check_defer,
     check_policy,
     guarded,
 )
 from blobsingleton._connection import StorageAccount
+from blobsingleton._keys import encode_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
+from blobsingleton._offloop import off_loop
 from blobsingleton._owner import Owner
-from blobsingleton._templates import resolve_key
+from blobsingleton._templates import function_scope, resolve_key
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 if TYPE_CHECKING:
@@ -45,47 +43,87 @@ log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_current: contextvars.ContextVar[BaseLease | None] = contextvars.ContextVar(
-    "singleton_lease", default=None
+_current: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
+    "singleton_leases", default=()
 )
+#: Whose lease: the function's own, or the app's (see the module).
+Scope = Literal["function", "app"]
 
 
-def current_lease() -> BaseLease:
-    """The lease the running `@singleton` invocation holds (its token, `ensure_held()`)."""
-    lease = _current.get()
-    if lease is None:
+#: The attribute a `@singleton` wrapper carries (copied by outer wrappers' `functools.wraps`).
+MARK = "__blobsingleton_singleton__"
+
+
+def held() -> tuple[BaseLease, ...]:
+    """The leases the running `@singleton` invocation holds (none outside one)."""
+    return _current.get()
+
+
+def current_lease(key: str | None = None) -> BaseLease:
+    """The lease the running `@singleton` invocation holds (its token, `ensure_held()`); with
+    several keys, the one of resolved `key`."""
+    leases = _current.get()
+    if not leases:
         raise OutsideGuardedCall("current_lease()", "@singleton")
-    return lease
+    if key is None:
+        if len(leases) > 1:
+            raise LookupError(f"this invocation holds {len(leases)} leases: name the key")
+        return leases[0]
+    for lease in leases:
+        if lease.key == key:
+            return lease
+    raise LookupError(f"this invocation holds no lease on {key!r}")
 
 
 class _LeaseGuard(Guard):
-    """One invocation's lease: taken before the body, checked and released after it."""
+    """One invocation's leases: taken in order before the body, checked and released after."""
 
-    def __init__(self, lease: BaseLease, wait_timeout: float, function: str) -> None:
-        self.lease = lease
+    def __init__(self, leases: list[BaseLease], wait_timeout: float, function: str) -> None:
+        self.leases = leases
         self.function = function
         self.wait_timeout = wait_timeout
-
-    def _acquire_args(self, wait: bool) -> dict[str, Any]:
-        return {"timeout": self.wait_timeout} if wait else {"blocking": False}
+        self._held: list[BaseLease] = []
 
     def enter(self, wait: bool) -> Admission:
-        try:
-            self.lease.acquire(**self._acquire_args(wait))
-        except LeaseTimeout as error:
-            return Admission(run=False, busy=error)
+        deadline = time.monotonic() + self.wait_timeout
+        for lease in self.leases:
+            try:
+                lease.acquire(**self._args(wait, deadline))
+            except LeaseTimeout as error:
+                self._release_held()
+                return Admission(run=False, busy=error)
+            except BaseException:
+                self._release_held()
+                raise
+            self._held.append(lease)
         return RUN
 
     async def enter_async(self, wait: bool) -> Admission:
-        try:
-            await self.lease.acquire_async(**self._acquire_args(wait))
-        except LeaseTimeout as error:
-            return Admission(run=False, busy=error)
+        deadline = time.monotonic() + self.wait_timeout
+        for lease in self.leases:
+            try:
+                await lease.acquire_async(**self._args(wait, deadline))
+            except LeaseTimeout as error:
+                await off_loop(self._release_held)
+                return Admission(run=False, busy=error)
+            except BaseException:
+                await off_loop(self._release_held)
+                raise
+            self._held.append(lease)
         return RUN
+
+    def _args(self, wait: bool, deadline: float) -> dict[str, Any]:
+        if not wait:
+            return {"blocking": False}
+        return {"timeout": max(0.0, deadline - time.monotonic())}
+
+    def _release_held(self) -> None:
+        while self._held:
+            self._held.pop().release()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        token = _current.set(self.lease)
+        token = _current.set(tuple(self.leases))
         try:
             yield
         finally:
@@ -94,22 +132,26 @@ class _LeaseGuard(Guard):
     def settle(self, result: Any, failed: bool) -> None:
         """A lease lost mid-run is raised after the body, so the host sees the overlap."""
         try:
-            self.lease.ensure_held()
-        except LeaseLost as error:
-            log.error(
-                "%s ran past its lease, its effects may overlap another holder's: %s",
-                self.function,
-                error,
-            )
-            raise
+            for lease in self.leases:
+                try:
+                    lease.ensure_held()
+                except LeaseLost as error:
+                    log.error(
+                        "%s ran past its lease, its effects may overlap another holder's: %s",
+                        self.function,
+                        error,
+                    )
+                    raise
         finally:
-            self.lease.release()
+            self._release_held()
 
 
 @overload
 def singleton(
-    scope: str,
+    key: str | Sequence[str],
+    /,
     *,
+    scope: Scope = ...,
     on_busy: Literal[Busy.WAIT] | Callable[[Exception], Any] = ...,
     wait_timeout: float = ...,
     period: float = ...,
@@ -123,8 +165,10 @@ def singleton(
 ) -> Guarded: ...
 @overload
 def singleton(
-    scope: str,
+    key: str | Sequence[str],
+    /,
     *,
+    scope: Scope = ...,
     on_busy: BusyPolicy,
     wait_timeout: float = ...,
     period: float = ...,
@@ -137,8 +181,10 @@ def singleton(
     namespace: str | None = ...,
 ) -> MaybeSkipped: ...
 def singleton(
-    scope: str,
+    key: str | Sequence[str],
+    /,
     *,
+    scope: Scope = "function",
     on_busy: BusyPolicy = Busy.WAIT,
     wait_timeout: float = 60.0,
     period: float = DEFAULT_PERIOD,
@@ -150,37 +196,63 @@ def singleton(
     fair: bool | None = None,
     namespace: str | None = None,
 ) -> Guarded | MaybeSkipped:
-    """Run the function only while holding the lease named by `scope` (a key template).
+    """Run the function only while holding the lease named by `key` (a key template), or the
+    leases of several templates (taken in the order of their blob names, so two functions
+    that share keys never wait on each other in opposite orders).
 
+    `scope`: the function's own lease ("function", the default) or the app's ("app": every
+    function naming the same key excludes the others, as WebJobs' `SingletonScope.Host`).
     `on_busy`: `Busy.WAIT` (default, up to `wait_timeout` s, then `LeaseTimeout` so the host
     retries), `Busy.SKIP`, `Busy.DEFER` (needs `queue`; delay `defer_seconds`, default one
     lease period), or a callable returning the result to give instead (e.g. a 409).
     A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
     `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
-    order (an instance at most a few turns in a row); costs one request more per invocation
-    (the releaser looks at the line).
+    order (an instance at most a few turns in a row); costs one request more per invocation.
     Async functions never block the loop; cancelled, they release (or never take) the lease.
     `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
     Functions host id), so two apps on one storage account do not block each other.
     """
+    if scope not in ("function", "app"):
+        raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
+    templates = [key] if isinstance(key, str) else list(key)
+    if not templates:
+        raise ValueError("@singleton needs a key")
     check_policy(on_busy, queue)
     in_line = on_busy == Busy.WAIT if fair is None else fair
     delay = defer_seconds if defer_seconds is not None else period
-    busy = BusyHandling(on_busy, queue, delay, storage)
 
     def decorate(fn: F) -> F:
+        if getattr(fn, MARK, False):
+            raise TypeError(
+                f"{fn.__qualname__} has two @singleton decorators: name every key it needs in "
+                "one, @singleton(['a-{x}', 'b-{y}']), which takes them in one order"
+            )
+        check_defer(on_busy, fn)
         signature = inspect.signature(fn)
+        scope_id = function_scope(fn) if scope == "function" else None
+        busy = BusyHandling(on_busy, queue, delay, storage)
 
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
-            key = resolve_key(scope, signature, args, kwargs, schedule=schedule)
+            keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
-            lease = _defaults.lease(
-                key, period=period, container=container, storage=storage, owner=owner,
-                fair=in_line, namespace=namespace,
-            )  # fmt: skip
-            return _LeaseGuard(lease, wait_timeout, fn.__name__)
+            leases = [
+                _defaults.lease(
+                    resolved,
+                    period=period,
+                    container=container,
+                    storage=storage,
+                    owner=owner,
+                    fair=in_line,
+                    namespace=namespace,
+                    scope=scope_id,
+                )
+                for resolved in sorted(keys, key=encode_key)
+            ]
+            return _LeaseGuard(leases, wait_timeout, fn.__name__)
 
-        return guarded(fn, make_guard, busy)
+        wrapper = guarded(fn, make_guard, busy)
+        setattr(wrapper, MARK, True)
+        return wrapper
 
     return decorate
 

@@ -1,12 +1,6 @@
 """Storage errors and storage's clock, read in one place, and create-on-missing for containers.
 
-The SDK attaches the service's `x-ms-error-code` to an `HttpResponseError` as `error_code`
-(a string or a `StorageErrorCode` enum). Every decision in this library is made on that code,
-never on message text, and every transport failure becomes `StorageUnavailable`.
-
-Every expiry the library judges is judged in the storage service's time, never an instance's:
-`ServiceTime` reads a response's `Date` header (the service's clock when it answered), and
-`Last-Modified` is the service's clock when a blob was written. Both are whole seconds.
+How it works: `docs/internals.md`, `_storage.py`.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 
+from blobsingleton._azure_sdk import response_hook
 from blobsingleton.errors import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -98,8 +93,7 @@ class ServiceTime:
 
     def __init__(self, client: Any = None) -> None:
         self.at: float | None = None
-        policy = getattr(getattr(client, "_config", None), "custom_hook_policy", None)
-        self._chained = getattr(policy, "_response_callback", None)
+        self._chained = response_hook(client)
 
     def __call__(self, response: Any) -> None:
         header = response.http_response.headers.get("Date")

@@ -1,13 +1,6 @@
 """Resolve key templates like WebJobs' `[Singleton("{Region}")]` from a function's arguments.
 
-`"import-{account}"`: `{name}` or `{name.attr}` is looked up, in order, among
-1. the decorated function's parameters by name (attributes or dict keys after the dot);
-2. the fields of a JSON object body of a `func.QueueMessage` argument;
-3. the route parameters, then query parameters, of a `func.HttpRequest` argument;
-4. `{occurrence}`: the schedule occurrence of a `func.TimerRequest` argument (needs the
-   schedule), the same on every instance however late each one fires, and for a timer that
-   fired up to `schedules.EARLY_FIRE` early (with the host's daylight-saving rules).
-`%SETTING%` is replaced by the app setting first.
+How it works: `docs/internals.md`, `_templates.py`.
 """
 
 from __future__ import annotations
@@ -15,12 +8,16 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Mapping
-from datetime import datetime
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import date, datetime
+from decimal import Decimal
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-from blobsingleton import schedules
-from blobsingleton.errors import KeyTemplateError
+import timerschedules
+
+from blobsingleton.errors import KeyTemplateError, SettingMissing
 from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders
 
@@ -85,6 +82,10 @@ def _lookup(template: str, field: str, bound: Mapping[str, Any], schedule: str |
     )
 
 
+#: Values a key may be made of. Anything else (a list, a dict, an object) has no one spelling.
+_SCALARS = (str, int, float, Decimal, uuid.UUID, date)
+
+
 def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
     for part in path:
         if isinstance(value, Mapping) and part in value:
@@ -93,9 +94,23 @@ def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
             value = getattr(value, part)
         else:
             raise KeyTemplateError(template, field, f"has no {part!r}")
-    if value is None or isinstance(value, (dict, list)):
-        raise KeyTemplateError(template, field, "is empty or not a scalar")
-    return str(value)
+    if isinstance(value, Enum):
+        value = value.value
+    if value is None:
+        raise KeyTemplateError(template, field, "is missing (null)")
+    if isinstance(value, bool) or not isinstance(value, _SCALARS):
+        kind = type(value).__name__
+        raise KeyTemplateError(template, field, f"is a {kind}, not a string or a number")
+    text = str(value)
+    if not text.strip():
+        raise KeyTemplateError(template, field, "is empty or blank")
+    return text
+
+
+def function_scope(fn: Callable[..., Any]) -> str:
+    """The scope of a function's own keys: its module and qualified name, as a blob name
+    segment (as WebJobs scopes a singleton to `{functionFullName}`)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{fn.__module__}.{fn.__qualname__}")
 
 
 def _json_object(message: QueueMessageLike) -> dict[str, Any] | None:
@@ -111,13 +126,14 @@ def _occurrence(
 ) -> str:
     """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
 
-    Taken from the host's schedule status and the schedule (`schedules.fired_occurrence`),
+    Taken from the host's schedule status and the schedule (`timerschedules.fired_occurrence`),
     not from the instance's clock alone, so every instance derives the same key.
     """
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
-        moment = schedules.fired_occurrence(schedule, timer.schedule_status, now)
-    except (schedules.InvalidSchedule, schedules.NoOccurrence) as error:
+        text = resolve_placeholders(schedule)
+        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now)
+    except (SettingMissing, timerschedules.InvalidSchedule, timerschedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -2,8 +2,9 @@
 
 `from_settings` reads a connection the way the Functions host does; `set_client_options` and
 `set_default_credential` apply to everything built from settings; `host_id` and `namespace`
-name whose locks and records these are; `validate_key`, `encode_key` and `blob_name` turn
-keys from user data into safe blob names.
+name whose locks and records these are, `scope_of(fn)` a function's own scope in it (pass it
+as `scope=` to `BlobRecordStore`, `read_lock` or the ops calls); `validate_key`, `encode_key`
+and `blob_name` turn keys from user data into safe blob names.
 """
 
 from blobsingleton._connection import (
@@ -14,6 +15,7 @@ from blobsingleton._connection import (
 )
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._namespace import host_id, namespace
+from blobsingleton._templates import function_scope as scope_of
 
 __all__ = [
     "StorageAccount",
@@ -22,6 +24,7 @@ __all__ = [
     "from_settings",
     "host_id",
     "namespace",
+    "scope_of",
     "set_client_options",
     "set_default_credential",
     "validate_key",

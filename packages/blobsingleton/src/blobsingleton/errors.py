@@ -126,13 +126,18 @@ class AlreadyInProgress(OnceError, TimeoutError):
 
 
 class PayloadMismatch(OnceError, ValueError):
-    """The same key arrived with a different payload than the one recorded."""
+    """The same key arrived with a different payload than the one recorded.
 
-    _fields = ("key",)
+    `fields`: the names of the payload's fields that differ, when the payload is a mapping
+    (empty for a payload compared whole); names only, never values."""
 
-    def __init__(self, key: str) -> None:
-        super().__init__(f"run-once key {key!r} was used before with a different payload")
+    _fields = ("key", "fields")
+
+    def __init__(self, key: str, fields: tuple[str, ...] = ()) -> None:
+        differ = f" (fields that differ: {', '.join(fields)})" if fields else ""
+        super().__init__(f"run-once key {key!r} was used before with a different payload{differ}")
         self.key = key
+        self.fields = tuple(fields)
 
 
 class RunLost(OnceError):
@@ -146,39 +151,36 @@ class RunLost(OnceError):
         self.reason = reason
 
 
-class RecordConflict(OnceError):
-    """A conditional write lost a race: the record exists, changed, or is gone."""
+class ResultNotStorable(OnceError, TypeError):
+    """A `@once` function returned a value its result codec cannot store, so a duplicate
+    could not get it back. Raised by the first call (after its work ran once: the key is
+    completed, not run again) and by every duplicate; pass `@once(result=codec)` for such a
+    type."""
 
+    _fields = ("key", "function", "type_name")
 
-# -- schedules ----------------------------------------------------------------------------------
-#: The host's message for a schedule it cannot read (Microsoft.Azure.WebJobs.Extensions.Timers);
-#: its own words when it refuses a schedule (the timer extension's CronSchedule).
-HOST_MESSAGE = (
-    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
-)
-
-
-class InvalidSchedule(BlobSingletonError, ValueError):
-    """A schedule the host would refuse: the function fails to index, as on Azure."""
-
-    _fields = ("schedule", "reason", "function")
-
-    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
-        where = f"Error indexing method 'Functions.{function}'. " if function else ""
-        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
-        self.schedule = schedule
-        self.reason = reason
+    def __init__(self, key: str, function: str, type_name: str) -> None:
+        super().__init__(
+            f"run-once key {key!r} of {function}: a result of type {type_name} cannot be"
+            " stored for its duplicates; return JSON, a dataclass, Decimal, datetime, an"
+            " HttpResponse..., or pass @once(result=codec)"
+        )
+        self.key = key
         self.function = function
+        self.type_name = type_name
 
 
-class NoOccurrence(BlobSingletonError, LookupError):
-    """A valid schedule that never fires (an impossible date such as February 30)."""
+class RecordConflict(OnceError):
+    """A conditional write lost a race: the record exists, changed, or is gone.
 
-    _fields = ("schedule",)
+    `existing`: the record there now, when the store knows it without another request."""
 
-    def __init__(self, schedule: str) -> None:
-        super().__init__(f"schedule {schedule!r} has no occurrence")
-        self.schedule = schedule
+    def __init__(self, reason: str, existing: Any = None) -> None:
+        super().__init__(reason)
+        self.existing = existing
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        return (type(self), (str(self), self.existing))
 
 
 # -- operations ---------------------------------------------------------------------------------
@@ -199,18 +201,15 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "HOST_MESSAGE",
     "AlreadyInProgress",
     "BlobSingletonError",
     "InvalidKey",
     "InvalidRequest",
-    "InvalidSchedule",
     "KeyTemplateError",
     "LeaseError",
     "LeaseLost",
     "LeaseNotHeld",
     "LeaseTimeout",
-    "NoOccurrence",
     "NotFound",
     "NotHeld",
     "OnceError",
@@ -218,6 +217,7 @@ __all__ = [
     "OutsideGuardedCall",
     "PayloadMismatch",
     "RecordConflict",
+    "ResultNotStorable",
     "RunLost",
     "SettingMissing",
     "StorageUnavailable",

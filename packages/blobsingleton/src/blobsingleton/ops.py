@@ -4,12 +4,14 @@ For any app that uses the library, over the same storage it uses (`from_settings
 
     python -m blobsingleton.ops locks [--prefix P] [--json]
     python -m blobsingleton.ops runs [--prefix P] [--state in_progress|completed|expired]
-    python -m blobsingleton.ops break KEY --reason TEXT
-    python -m blobsingleton.ops reset KEY --reason TEXT
+    python -m blobsingleton.ops break KEY [--scope S] --reason TEXT
+    python -m blobsingleton.ops reset KEY [--scope S] --reason TEXT
 
 Every command works in one namespace (`--namespace`, default: app setting
 BLOBSINGLETON_NAMESPACE, else this app's Functions host id; see `_namespace`), says which in
 its output, and never touches another app's locks or records on a shared storage account.
+A lock or record is the app's (`scope` null) or one function's own (`scope` is the function,
+as listings show it: pass it to `break` and `reset`).
 
 Breaking a lock is safe because of the fencing token: the next holder's token is higher than
 the one `break_lock` returns, so a store that checks tokens refuses the old holder's writes.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import re
 import socket
 import sys
 import unicodedata
@@ -37,7 +40,7 @@ from blobsingleton import _defaults
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
-from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._keys import blob_name, encode_key, prefix, validate_key
 from blobsingleton._lease import MAX_PERIOD
 from blobsingleton._line import WaitingLine
 from blobsingleton._namespace import namespace as resolve_namespace
@@ -54,6 +57,8 @@ from blobsingleton.errors import (
 )
 
 AUDIT_CONTAINER = ("OPS_AUDIT_CONTAINER", "ops-audit")
+#: A function's scope (`_templates.function_scope`).
+_SCOPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,299}")
 MAX_PAGE = 200
 MAX_REASON = 500
 STATES = ("in_progress", "completed", "expired")
@@ -118,10 +123,11 @@ def _containers(storage: StorageAccount | None) -> tuple[Any, Any, Any]:
 
 def _listing(
     container: Any, namespace: str, prefix: str, limit: int, marker: str | None, **kw: Any
-) -> Any:
-    """One page of `namespace`'s blobs whose key starts with `prefix`; none without a container."""
+) -> tuple[list[tuple[str | None, str, Any]], str | None]:
+    """One page of `namespace`'s blobs, as (scope, key, blob) for keys starting with `prefix`
+    (every scope: a page may hold fewer than `limit`); none without a container."""
     pages = container.list_blobs(
-        name_starts_with=f"{namespace}/{encode_key(prefix)}", results_per_page=limit, **kw
+        name_starts_with=f"{namespace}/", results_per_page=limit, **kw
     ).by_page(continuation_token=marker or None)
     try:
         page = list(next(pages))
@@ -131,25 +137,36 @@ def _listing(
         if error_code(error) == "ContainerNotFound":
             return [], None
         raise
-    return page, pages.continuation_token or None
+    found = [(*named, blob) for blob in page if (named := _key_of(blob.name, namespace))]
+    return [f for f in found if f[1].startswith(prefix)], pages.continuation_token or None
 
 
-def _key_of(name: str, namespace: str) -> str | None:
-    """The key a blob name of `namespace` stands for; None for a blob the library did not write."""
-    encoded = name.removeprefix(f"{namespace}/")
-    if encoded == name or "/" in encoded:
+def _key_of(name: str, namespace: str) -> tuple[str | None, str] | None:
+    """(scope, key) of a blob name of `namespace`; None for a blob the library did not write
+    (a line entry, a ticket blob)."""
+    rest = name.removeprefix(f"{namespace}/")
+    segment, _, encoded = rest.rpartition("/")
+    scope = segment.removeprefix("@") if segment.startswith("@") else None
+    if rest == name or (segment and (scope is None or not _SCOPE.fullmatch(scope))):
         return None
     key = unquote(encoded)
-    return key if encode_key(key) == encoded else None
+    return (scope, key) if encode_key(key) == encoded else None
 
 
-def _lock_item(key: str, props: Any) -> dict[str, Any]:
+def _prefix(namespace: str, scope: str | None) -> str:
+    if scope and not _SCOPE.fullmatch(scope):
+        raise InvalidRequest(f"invalid scope {scope!r}: a function's scope, as listings show it")
+    return prefix(namespace, scope or None)
+
+
+def _lock_item(scope: str | None, key: str, props: Any) -> dict[str, Any]:
     token = int(props.page_blob_sequence_number or 0)
     owner = Owner.from_metadata(props.metadata or {})
     current = owner is not None and owner.token == token
     held = props.lease.state == "leased"
     return {
         "key": key,
+        "scope": scope,
         "held": held,
         "lease_state": str(props.lease.state),
         "token": token,
@@ -181,29 +198,33 @@ def list_locks(
     """
     locks = _containers(storage)[0]
     ns = resolve_namespace(namespace)
-    blobs, following = _listing(
+    found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
     )
-    items = [_lock_item(key, b) for b in blobs if (key := _key_of(b.name, ns)) is not None]
+    items = [_lock_item(scope, key, blob) for scope, key, blob in found]
     for item in items:  # fair waiters in line: one listing per held lock
-        line = WaitingLine(locks, blob_name(ns, item["key"]), item["key"], MAX_PERIOD)
-        item["waiting"] = len(line.live()) if item["held"] else 0
+        name = blob_name(_prefix(ns, item["scope"]), item["key"])
+        item["waiting"] = len(WaitingLine(locks, name, item["key"], MAX_PERIOD).live())
+        item["waiting"] *= item["held"]
     return Page(items, following, ns)
 
 
-def _run_item(record: Record) -> dict[str, Any]:
+def _run_item(scope: str | None, record: Record, outcome: bool = False) -> dict[str, Any]:
     state = str(record.status)
     if record.status == Status.IN_PROGRESS and record.expired():
         state = "expired"
-    return {
+    item = {
         "key": record.key,
+        "scope": scope,
         "state": state,
         "attempt": record.attempt,
         "owner": record.owner,
         "started": _iso(record.started_at),
         "expires": _iso(record.expires_at),
-        "outcome": record.result if record.status == Status.COMPLETED else None,
     }
+    if outcome:  # what the function returned may hold the app's data: only when asked
+        item["outcome"] = record.result if record.status == Status.COMPLETED else None
+    return item
 
 
 def list_runs(
@@ -212,29 +233,30 @@ def list_runs(
     limit: int = 50,
     marker: str | None = None,
     *,
+    outcomes: bool = False,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> Page:
     """Run-once records of the namespace whose key starts with `prefix`, optionally in one
-    `state` (expiry judged in storage's time, as the library judges it).
+    `state` (expiry judged in storage's time, as the library judges it); with `outcomes`, the
+    stored result of each completed run too (it holds whatever the function returned).
 
-    One listing request per page plus one read per record; filtering by state happens after
-    the read, so a filtered page may hold fewer than `limit` items (follow `next`).
+    One listing request per page plus one read per record; filtering happens after the read,
+    so a filtered page may hold fewer than `limit` items (follow `next`).
     """
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
     records = _containers(storage)[1]
-    store = BlobRecordStore(records, namespace=namespace)
-    blobs, following = _listing(records, store.namespace, validate_prefix(prefix), limit, marker)
+    ns = resolve_namespace(namespace)
+    found, following = _listing(records, ns, validate_prefix(prefix), limit, marker)
     items = []
-    for blob in blobs:
-        key = _key_of(blob.name, store.namespace)
-        record = store.get(key) if key is not None else None
+    for scope, key, _ in found:
+        record = BlobRecordStore(records, namespace=ns, scope=scope).get(key)
         if record is not None:
-            item = _run_item(record)
+            item = _run_item(scope, record, outcomes)
             if not state or item["state"] == state:
                 items.append(item)
-    return Page(items, following, store.namespace)
+    return Page(items, following, ns)
 
 
 def _audit(audit: Any, action: str, entry: dict[str, Any]) -> str:
@@ -253,6 +275,7 @@ def break_lock(
     reason: str,
     by: str,
     *,
+    scope: str | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
@@ -265,7 +288,7 @@ def break_lock(
     reason = validate_reason(reason)
     locks, _, audit = _containers(storage)
     ns = resolve_namespace(namespace)
-    blob = locks.get_blob_client(blob_name(ns, key))
+    blob = locks.get_blob_client(blob_name(_prefix(ns, scope), key))
     try:
         before = blob.get_blob_properties()
     except HttpResponseError as error:
@@ -283,9 +306,9 @@ def break_lock(
             raise NotHeld(f"lock {key!r} was released before the break") from error
         raise
     token = int(blob.get_blob_properties().page_blob_sequence_number or 0)
-    previous = _lock_item(key, before)
-    entry = {"namespace": ns, "key": key, "token": token, "by": by, "reason": reason,
-             "previous": previous}  # fmt: skip
+    previous = _lock_item(scope, key, before)
+    entry = {"namespace": ns, "scope": scope, "key": key, "token": token, "by": by,
+             "reason": reason, "previous": previous}  # fmt: skip
     audit_blob = _audit(audit, "break", entry)
     emit("break", key=key, token=token, by=by, instance=previous["instance"])
     return {**entry, "new_holder_token_exceeds": token, "audit_blob": audit_blob}
@@ -296,14 +319,17 @@ def reset_run(
     reason: str,
     by: str,
     *,
+    scope: str | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """Delete the run-once record of `key`, so the key runs again; audited."""
+    """Delete the run-once record of `key` (of function `scope`, else the app's), so the key
+    runs again; audited."""
     validate_key(key)
     reason = validate_reason(reason)
     _, records, audit = _containers(storage)
-    store = BlobRecordStore(records, namespace=namespace)
+    _prefix("", scope)
+    store = BlobRecordStore(records, namespace=namespace, scope=scope or None)
     record = store.get(key)
     if record is None or record.etag is None:
         raise NotFound(f"no run-once record with key {key!r}")
@@ -311,9 +337,9 @@ def reset_run(
         store.delete(key, record.etag)
     except RecordConflict as error:
         raise OpsError(f"record {key!r} changed while resetting it; look again") from error
-    previous = _run_item(record)
-    entry = {"namespace": store.namespace, "key": key, "by": by, "reason": reason,
-             "previous": previous}  # fmt: skip
+    previous = _run_item(scope, record)
+    entry = {"namespace": store.namespace, "scope": scope, "key": key, "by": by,
+             "reason": reason, "previous": previous}  # fmt: skip
     audit_blob = _audit(audit, "reset", entry)
     emit("reset", key=key, by=by, state=previous["state"])
     return {**entry, "audit_blob": audit_blob}
@@ -339,9 +365,9 @@ def default_operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} (cli)"
 
 
-LOCK_COLUMNS = ("key", "held", "token", "instance", "function", "invocation_id", "since",
-                "waiting")  # fmt: skip
-RUN_COLUMNS = ("key", "state", "attempt", "owner", "started", "expires")
+LOCK_COLUMNS = ("key", "scope", "held", "token", "instance", "function", "invocation_id",
+                "since", "waiting")  # fmt: skip
+RUN_COLUMNS = ("key", "scope", "state", "attempt", "owner", "started", "expires")
 
 
 def add_listing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -372,9 +398,11 @@ def build_parser(
     runs = commands.add_parser("runs", help="run-once records")
     add_listing_arguments(runs)
     runs.add_argument("--state", choices=STATES)
+    runs.add_argument("--outcomes", action="store_true", help="show completed runs' results")
     for name, text in (("break", "break a held lock"), ("reset", "free a run-once key")):
         command = commands.add_parser(name, help=text)
         command.add_argument("key")
+        command.add_argument("--scope", default=None, help="the function, as listings show it")
         command.add_argument("--reason", required=True, help="why (kept in the audit blob)")
         command.add_argument("--by", default=None, help="who (default: user@host)")
         command.add_argument("--json", action="store_true")
@@ -388,11 +416,15 @@ def run_command(
     """Run one parsed command; errors an operator can fix print one line and return 2."""
     out = out or sys.stdout
     where: dict[str, Any] = {"storage": storage, "namespace": args.namespace}
+    scoped = {**where, "scope": getattr(args, "scope", None)}
+    by = getattr(args, "by", None) or default_operator()
     actions: dict[str, Callable[[], Any]] = {
         "locks": lambda: list_locks(args.prefix, args.limit, args.next, **where),
-        "runs": lambda: list_runs(args.prefix, args.state, args.limit, args.next, **where),
-        "break": lambda: break_lock(args.key, args.reason, args.by or default_operator(), **where),
-        "reset": lambda: reset_run(args.key, args.reason, args.by or default_operator(), **where),
+        "runs": lambda: list_runs(
+            args.prefix, args.state, args.limit, args.next, outcomes=args.outcomes, **where
+        ),
+        "break": lambda: break_lock(args.key, args.reason, by, **scoped),
+        "reset": lambda: reset_run(args.key, args.reason, by, **scoped),
     }
     try:
         result = actions[args.command]()

@@ -8,20 +8,31 @@ named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.
 `describe_id` names a message in a log line without trusting such an id.
 
 `QueueMessageLike` is what they need of `azure.functions.QueueMessage`.
-`trigger_message()` is the running invocation's trigger queue message, recorded by a Python
-worker extension (`register_worker_extension()`, which `Busy.DEFER` calls itself; the worker
-runs extensions when the app setting `PYTHON_ENABLE_WORKER_EXTENSIONS` is `1`/`true`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton._connection import StorageAccount
-from blobsingleton._trigger import QueueMessageLike, register_worker_extension, trigger_message
+
+
+@runtime_checkable
+class QueueMessageLike(Protocol):
+    """What the queue helpers and `Busy.DEFER` need of `azure.functions.QueueMessage`."""
+
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def dequeue_count(self) -> int | None: ...
+
+    def get_body(self) -> bytes: ...
+
 
 #: The trigger metadata the host sends with a queue message. The host merges a JSON body's
 #: top-level fields into it case-insensitively, so a body field named like one of these
@@ -82,7 +93,5 @@ __all__ = [
     "QueueMessageLike",
     "describe_id",
     "overridden_metadata",
-    "register_worker_extension",
     "send_message",
-    "trigger_message",
 ]

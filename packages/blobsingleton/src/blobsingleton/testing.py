@@ -7,10 +7,11 @@
             notify(message({"event_id": "e1"}))
             notify(message({"event_id": "e1"}))        # a duplicate: not sent again
         assert sent == ["e1"]
-        assert memory.records.get("email-e1").status == Status.COMPLETED
+        assert memory.records_of(notify).get("email-e1").status == Status.COMPLETED
 
 Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
-`memory.records`, and every `@singleton` takes its leases from `memory.locks`, instead of
+`memory.records_of(fn)` (`memory.records` for `scope="app"`), and every `@singleton` takes its
+leases from `memory.locks`, instead of
 Blob Storage: no Azurite, no settings, milliseconds. Both keep storage's rules: records are
 written conditionally (etags) and expire in the backends' clock (`memory.clock`, a
 `FakeClock` a test moves with `advance()`), a lease is free once expired and every
@@ -23,11 +24,7 @@ The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecor
 (`blobsingleton.config.set_client_options(raw_request_hook=counter)`).
 
 `forget_remembered_records()` makes this process look in storage again for keys it saw
-completed; `record_watch_stats()` says what its record watchers did.
-
-`triggered_by(msg)` runs a block as the Python worker runs an invocation with the library's
-worker extension on: `Busy.DEFER` re-enqueues `msg`, the trigger, even when the guarded
-function does not take it (a test that calls a queue function's user function directly).
+completed, as a new process would.
 """
 
 from __future__ import annotations
@@ -38,13 +35,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from blobsingleton import _defaults
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._records import Record, RecordStore, Status
+from blobsingleton._templates import function_scope
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 
@@ -244,21 +242,38 @@ class MemoryLease(BaseLease):
 
 @dataclass
 class MemoryBackends:
-    """The backends `memory_backends()` puts in place: one clock, records and locks."""
+    """The backends `memory_backends()` puts in place: one clock, records and locks.
+
+    `records` holds the app's records (`@once(scope="app")`); a function's own records (the
+    default scope) are in `records_of(fn)`. Locks of a function's own `@singleton` are named
+    `{scope}/{key}` in `locks`."""
 
     clock: FakeClock = field(default_factory=FakeClock)
     records: MemoryRecordStore = field(init=False)
     locks: MemoryLocks = field(init=False)
+    scoped: dict[str, MemoryRecordStore] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.records = MemoryRecordStore(self.clock)
         self.locks = MemoryLocks(self.clock)
 
-    def record_store(self, **_: Any) -> RecordStore:
-        return self.records
+    def record_store(self, *, scope: str | None = None, **_: Any) -> RecordStore:
+        if scope is None:
+            return self.records
+        return self.scoped.setdefault(scope, MemoryRecordStore(self.clock))
 
-    def lease(self, key: str, *, period: float = DEFAULT_PERIOD, **_: Any) -> BaseLease:
-        return MemoryLease(key, self.locks, period)
+    def records_of(self, fn: Callable[..., Any]) -> MemoryRecordStore:
+        """The records of `@once` function `fn`'s own scope."""
+        return self.scoped.setdefault(function_scope(fn), MemoryRecordStore(self.clock))
+
+    def lease(
+        self, key: str, *, period: float = DEFAULT_PERIOD, scope: str | None = None, **_: Any
+    ) -> BaseLease:
+        return MemoryLease(key if scope is None else f"{scope}/{key}", self.locks, period)
+
+    def lock_name(self, fn: Callable[..., Any], key: str) -> str:
+        """The name in `locks` of `@singleton` function `fn`'s own lease on `key`."""
+        return f"{function_scope(fn)}/{key}"
 
 
 @contextlib.contextmanager
@@ -282,19 +297,7 @@ __all__ = [
     "crashed_run",
     "forget_remembered_records",
     "memory_backends",
-    "record_watch_stats",
-    "triggered_by",
 ]
-
-
-@contextlib.contextmanager
-def triggered_by(message: Any) -> Iterator[None]:
-    """The block runs as an invocation triggered by queue message `message` (what the worker
-    extension records before the function runs, and forgets after)."""
-    from blobsingleton import _trigger
-
-    with _trigger.recorded(message):
-        yield
 
 
 def forget_remembered_records() -> None:
@@ -304,11 +307,3 @@ def forget_remembered_records() -> None:
     from blobsingleton import _record_watch
 
     _record_watch.forget_known()
-
-
-def record_watch_stats() -> dict[str, int]:
-    """What this process's record watchers did, summed (ticks, listings, single reads,
-    releases): for benchmarks that say which mechanism a figure comes from."""
-    from blobsingleton import _record_watch
-
-    return _record_watch.watch_stats()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from azure.storage.blob import BlobLeaseClient
-from blobsingleton import BlobLease, LeaseLost, LeaseSemaphore, LeaseTimeout
+from blobsingleton import BlobLease, LeaseLost, LeaseTimeout
 from blobsingleton.errors import LeaseNotHeld
 from blobsingleton.leases import Owner, read_lock
 from libsupport import blob_service, request_counter
@@ -108,19 +108,6 @@ def test_loss_is_visible_flag_callback_and_exception(storage_env: str) -> None:
         lease.ensure_held()
     assert not lease.is_held
     lease.release()  # after a loss: no error
-
-
-def test_semaphore_admits_up_to_limit(storage_env: str) -> None:
-    held = [LeaseSemaphore("k-sem", 3).acquire(blocking=False) for _ in range(3)]
-    assert sorted(s.slot for s in held) == [0, 1, 2]
-    with pytest.raises(LeaseTimeout):
-        LeaseSemaphore("k-sem", 3).acquire(blocking=False)
-    freed = held[1].slot
-    held[1].release()
-    again = LeaseSemaphore("k-sem", 3).acquire(blocking=False)
-    assert again.slot == freed
-    for s in [held[0], held[2], again]:
-        s.release()
 
 
 def test_period_outside_blob_limits_is_refused(storage_env: str) -> None:

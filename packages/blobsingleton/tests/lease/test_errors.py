@@ -9,7 +9,7 @@ import pkgutil
 
 import blobsingleton
 import pytest
-from blobsingleton import errors, ops, schedules
+from blobsingleton import errors, ops
 
 SAMPLES: list[BaseException] = [
     errors.SettingMissing("AzureWebJobsStorage", "neither a connection string nor identity"),
@@ -22,12 +22,11 @@ SAMPLES: list[BaseException] = [
     errors.LeaseNotHeld("lease 'k' is not held"),
     errors.OnceError("run-once failed"),
     errors.AlreadyInProgress("email-1", 1700000000.0),
-    errors.PayloadMismatch("email-1"),
+    errors.PayloadMismatch("email-1", ("subject", "to")),
+    errors.ResultNotStorable("email-1", "deliver", "Widget"),
     errors.RecordConflict("ConditionNotMet"),
     errors.RunLost("email-1", "the record was taken over by another delivery"),
     errors.OutsideGuardedCall("current_run()", "@once"),
-    schedules.InvalidSchedule("0 0 25 * * *", "hour: 25 is outside 0-23", "nightly_import"),
-    schedules.NoOccurrence("0 0 0 30 Feb *"),
     ops.OpsError("the operation cannot be done"),
     ops.NotFound("no lock with key 'k'"),
     ops.NotHeld("lock 'k' is not held (available): nothing to break"),
@@ -67,9 +66,7 @@ def test_errors_subclass_the_builtin_they_behave_like() -> None:
     assert issubclass(errors.AlreadyInProgress, TimeoutError)
     assert issubclass(errors.InvalidKey, ValueError)
     assert issubclass(errors.PayloadMismatch, ValueError)
-    assert issubclass(schedules.InvalidSchedule, ValueError)
     assert issubclass(errors.SettingMissing, LookupError)
     assert issubclass(errors.KeyTemplateError, LookupError)
-    assert issubclass(schedules.NoOccurrence, LookupError)
     assert issubclass(ops.NotFound, LookupError)
     assert issubclass(ops.InvalidRequest, ValueError)

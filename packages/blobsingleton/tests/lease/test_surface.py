@@ -1,5 +1,4 @@
-"""The library's public surface: a small root, the rest in named submodules, 0.2 names kept
-working (with a DeprecationWarning) where they moved."""
+"""The library's public surface: a small root, the rest in named submodules."""
 
 from __future__ import annotations
 
@@ -14,15 +13,6 @@ def test_the_root_exports_what_a_decorator_or_lease_user_needs_and_no_more() -> 
     assert len(blobsingleton.__all__) <= 16
     for name in blobsingleton.__all__:
         assert hasattr(blobsingleton, name), name
-
-
-@pytest.mark.parametrize("name", sorted(blobsingleton._MOVED))
-def test_a_moved_name_lives_in_its_submodule_and_still_imports_from_the_root(name: str) -> None:
-    home = importlib.import_module(blobsingleton._MOVED[name])
-    assert name in home.__all__
-    with pytest.warns(DeprecationWarning, match=f"import it from {home.__name__}"):
-        moved = getattr(blobsingleton, name)
-    assert moved is getattr(home, name)
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:

@@ -14,7 +14,7 @@ from blobsingleton import once
 def main() -> None:
     key, timeout = sys.argv[1], float(sys.argv[2])
 
-    @once("hold-{key}", in_progress_timeout=timeout)
+    @once("hold-{key}", in_progress_timeout=timeout, scope="app")
     def work(key: str) -> dict[str, str]:
         print("claimed", flush=True)
         sys.stdin.readline()

@@ -1,4 +1,5 @@
-"""@once and its state machine against a real Azurite."""
+"""@once and its state machine against a real Azurite. Where a test plays another delivery
+through a `BlobRecordStore()` (the app's records), the function shares its key (`scope="app"`)."""
 
 from __future__ import annotations
 
@@ -126,14 +127,15 @@ def test_a_heartbeat_that_finds_its_record_taken_over_sets_lost(storage_env: str
     holder = _claim("lost-e", timeout=1.5)
     record = BlobRecordStore().get("lost-e")
     assert record is not None
-    BlobRecordStore().replace(record.with_(owner="someone-else", attempt=2), record.etag or "")
+    taken = record.with_(owner="someone-else", attempt=2, claim="another delivery's")
+    BlobRecordStore().replace(taken, record.etag or "")
     assert holder.lost.wait(5.0)
 
 
 def test_in_progress_elsewhere_wait_then_fail_so_the_host_retries(storage_env: str) -> None:
     _claim("busy-e")
 
-    @once("busy-{event_id}", wait_timeout=1.0)
+    @once("busy-{event_id}", wait_timeout=1.0, scope="app")
     def work(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run while another delivery runs")
 
@@ -144,7 +146,7 @@ def test_in_progress_elsewhere_wait_then_fail_so_the_host_retries(storage_env: s
 def test_in_progress_elsewhere_wait_returns_the_result_when_it_completes(storage_env: str) -> None:
     holder = _claim("wait-e")
 
-    @once("wait-{event_id}", wait_timeout=10.0)
+    @once("wait-{event_id}", wait_timeout=10.0, scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run: the other delivery completes")
 
@@ -157,7 +159,7 @@ def test_in_progress_elsewhere_wait_returns_the_result_when_it_completes(storage
 def test_in_progress_elsewhere_skip(storage_env: str) -> None:
     _claim("skip-e")
 
-    @once("skip-{event_id}", on_in_progress=Busy.SKIP)
+    @once("skip-{event_id}", on_in_progress=Busy.SKIP, scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run")
 
@@ -171,7 +173,7 @@ def test_in_progress_elsewhere_defer_requeues_a_delayed_copy(storage_env: str) -
     _claim("defer-e")
 
     @once("defer-{event_id}", on_in_progress=Busy.DEFER, queue="%DEFER_TEST_QUEUE%",
-          defer_seconds=2)  # fmt: skip
+          defer_seconds=2, scope="app")  # fmt: skip
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run")
 
@@ -188,7 +190,7 @@ def test_crashed_run_is_retried_after_expiry_at_least_once(storage_env: str) -> 
     crashed_run(BlobRecordStore(), "alo-e", 1.0)
     time.sleep(1.0 + 2 * TIME_RESOLUTION + 0.2)  # expiry in storage's time: whole seconds
 
-    @once("alo-{event_id}")
+    @once("alo-{event_id}", scope="app")
     def work(msg: func.QueueMessage) -> str:
         return "rerun"
 
@@ -201,7 +203,7 @@ def test_crashed_run_is_never_retried_at_most_once(storage_env: str) -> None:
     crashed_run(BlobRecordStore(), "amo-e", 1.0)
     time.sleep(1.0 + 2 * TIME_RESOLUTION + 0.2)
 
-    @once("amo-{event_id}", mode=Mode.AT_MOST_ONCE)
+    @once("amo-{event_id}", mode=Mode.AT_MOST_ONCE, scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("at-most-once must not rerun a crashed run")
 

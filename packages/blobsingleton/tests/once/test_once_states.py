@@ -110,7 +110,7 @@ def test_a_lost_creation_race_is_decided_again_on_the_winners_record(
     class RacedStore(MemoryRecordStore):
         def put_if_absent(self, record: Record) -> Record:
             if not self.records:  # another delivery writes first
-                super().put_if_absent(record.with_(owner="other"))
+                super().put_if_absent(record.with_(owner="other", claim="other"))
                 raise RecordConflict("BlobAlreadyExists")
             return super().put_if_absent(record)
 

@@ -1,19 +1,20 @@
-"""@singleton on v2 functions, against a real Azurite."""
+"""@singleton on v2 functions, against a real Azurite. Where a test holds the key through a
+`BlobLease` (the app's), the function shares it (`scope="app"`)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
-import logging
 import os
+import threading
 import time
 from datetime import UTC, datetime
 
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, queues, singleton
+from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
 from blobsingleton._templates import KeyTemplateError
 from blobsingleton.leases import read_lock
 from libsupport import queue_client, request_counter
@@ -45,7 +46,7 @@ def test_indexing_keeps_signature_and_coroutine_ness() -> None:
 
 
 def test_scope_from_queue_body_holds_the_lease_with_a_token(storage_env: str) -> None:
-    @singleton("import-{account}")
+    @singleton("import-{account}", scope="app")
     def work(msg: func.QueueMessage) -> tuple[str, int, bool]:
         lease = current_lease()
         state = read_lock("import-A")
@@ -59,7 +60,7 @@ def test_scope_from_queue_body_holds_the_lease_with_a_token(storage_env: str) ->
 
 
 def test_one_at_a_time_per_scope_in_parallel_across_scopes(storage_env: str) -> None:
-    @singleton("region-{region}", on_busy=Busy.SKIP)
+    @singleton("region-{region}", on_busy=Busy.SKIP, scope="app")
     def work(msg: func.QueueMessage) -> str:
         return "ran"
 
@@ -69,7 +70,7 @@ def test_one_at_a_time_per_scope_in_parallel_across_scopes(storage_env: str) -> 
 
 
 def test_wait_gives_up_with_lease_timeout_so_the_host_retries(storage_env: str) -> None:
-    @singleton("wait-{id}", wait_timeout=1.0)
+    @singleton("wait-{id}", wait_timeout=1.0, scope="app")
     def work(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run")
 
@@ -83,7 +84,13 @@ def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.Mon
     client = queue_client(name)
     client.create_queue()
 
-    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="%SINGLETON_TEST_QUEUE%", defer_seconds=1)
+    @singleton(
+        "defer-{id}",
+        on_busy=Busy.DEFER,
+        queue="%SINGLETON_TEST_QUEUE%",
+        defer_seconds=1,
+        scope="app",
+    )
     def work(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run")
 
@@ -94,50 +101,37 @@ def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.Mon
     assert [m.content for m in client.receive_messages()] == [original.get_body()]
 
 
-def test_defer_requeues_the_trigger_message_the_guarded_function_does_not_take(
-    storage_env: str, monkeypatch: pytest.MonkeyPatch
+def test_defer_that_can_never_find_its_message_fails_at_indexing() -> None:
+    """A function that does not take the message it would re-enqueue: refused when the worker
+    indexes the app, whatever its settings, instead of failing every busy delivery at once
+    and burning its dequeue count."""
+    with pytest.raises(TypeError, match=r"pass the func\.QueueMessage"):
+
+        @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything")
+        def work(id: int) -> None: ...
+
+
+def test_defer_without_its_message_at_run_time_waits_instead_of_failing(
+    storage_env: str,
 ) -> None:
-    """The worker extension records the invocation's trigger; DEFER re-enqueues it."""
-    name = f"tdefer-{os.environ['LEASE_CONTAINER'][-10:]}"
-    monkeypatch.setenv("SINGLETON_TEST_QUEUE", name)
-    client = queue_client(name)
-    client.create_queue()
+    ran: list[object] = []
 
-    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="%SINGLETON_TEST_QUEUE%", defer_seconds=1)
-    def work(id: int) -> None:
-        raise AssertionError("must not run")
+    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything", wait_timeout=10, scope="app")
+    def work(id):  # type: ignore[no-untyped-def]  # unannotated: only the call can tell
+        ran.append(id)
 
-    extension = queues.register_worker_extension()  # what DEFER registered already
-    assert queues.register_worker_extension() is extension
-    trigger = message({"id": 8})
-    logger = logging.getLogger("test")
-    with BlobLease("defer-8"):
-        extension.pre_invocation_app_level(logger, None, {"msg": trigger})  # as the worker
-        assert queues.trigger_message() is trigger
-        assert work(8) is None
-        extension.post_invocation_app_level(logger, None, {"msg": trigger}, None)
-    assert queues.trigger_message() is None
-    deadline = time.monotonic() + 10
-    bodies: list[bytes] = []
-    while not bodies and time.monotonic() < deadline:
-        bodies = [m.content for m in client.receive_messages()]
-    assert bodies == [trigger.get_body()]
-
-
-def test_defer_with_no_trigger_message_says_how_to_give_it_one(storage_env: str) -> None:
-    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything", defer_seconds=1)
-    def work(id: int) -> None:
-        raise AssertionError("must not run")
-
-    with BlobLease("defer-9"), pytest.raises(TypeError, match="PYTHON_ENABLE_WORKER_EXTENSIONS"):
-        work(9)
+    holder = BlobLease("defer-9").acquire()
+    threading.Timer(1.0, holder.release).start()
+    started = time.monotonic()
+    work(9)  # no message to re-enqueue: it waits for the key, as WAIT does
+    assert ran == [9] and 0.5 < time.monotonic() - started < 10
 
 
 def test_http_route_param_and_busy_callable_gives_409(storage_env: str) -> None:
     def conflict(error: Exception) -> func.HttpResponse:
         return func.HttpResponse(json.dumps({"error": str(error)}), status_code=409)
 
-    @singleton("import-{account}", on_busy=conflict)
+    @singleton("import-{account}", on_busy=conflict, scope="app")
     def run(req: func.HttpRequest) -> func.HttpResponse:
         return func.HttpResponse(str(current_lease().token), status_code=202)
 

@@ -100,3 +100,12 @@ def test_a_netrc_file_keeps_the_environment_read(
     (tmp_path / ".netrc").unlink()
     monkeypatch.setenv("NETRC", str(tmp_path / "elsewhere"))
     assert requests_environment() is None
+
+
+def test_an_accounts_repr_never_shows_its_key() -> None:
+    key = "c2VjcmV0LWFjY291bnQta2V5"
+    account = StorageAccount(
+        connection_string=f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey={key}",
+        credential={"account_name": "a", "account_key": key},
+    )
+    assert key not in repr(account) and key not in str(account)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient, ContainerSasPermissions, generate_container_sas
-from blobsingleton._listing import Listed, _parse, _sdk_page, _sender, list_all, list_page
+from blobsingleton._listing import Listed, _parse, _sdk_page, list_all, list_page
 from blobsingleton.testing import RequestCounter
 from libsupport import ACCOUNT, KEY, blob_service
 
@@ -120,9 +120,3 @@ def test_names_the_service_percent_encodes_are_decoded() -> None:
     ]
     assert page.next_marker is None
     assert page.served_at == datetime(2026, 11, 24, 5, 0, 1, tzinfo=UTC).timestamp()
-
-
-def test_the_installed_sdk_lets_listings_use_the_clients_pipeline(container: Any) -> None:
-    # Where an SDK upgrade removes the attribute, listings still work (the SDK's listing) but
-    # cost four times the client CPU: this says so instead of slowing down unnoticed.
-    assert _sender(container) is not None

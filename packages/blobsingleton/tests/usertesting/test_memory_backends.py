@@ -41,7 +41,7 @@ def test_a_once_function_runs_once_per_key_in_memory_in_milliseconds() -> None:
         notify("e1")
         notify("e1")
         notify("e2")
-        assert memory.records.records["email-e1"].status == Status.COMPLETED
+        assert memory.records_of(notify).records["email-e1"].status == Status.COMPLETED
     assert sent == ["e1", "e2"]
     assert time.perf_counter() - started < 1.0
 
@@ -66,9 +66,9 @@ def test_a_takeover_is_seen_by_ensure_held() -> None:
 
         @once("report-{day}", in_progress_timeout=15, mode=Mode.AT_LEAST_ONCE)
         def report(day: str) -> None:
-            record = memory.records.records[f"report-{day}"]
+            records = memory.records_of(report).records
             # Another delivery took the key over (the record changed under this run).
-            memory.records.records[f"report-{day}"] = record.with_(etag='"other"')
+            records[f"report-{day}"] = records[f"report-{day}"].with_(etag='"o"', claim="other")
             current_run()._beat_step()  # the heartbeat finds it
             current_run().ensure_held()
 
@@ -80,9 +80,9 @@ def test_a_singleton_function_takes_a_fenced_lease_in_memory() -> None:
     with memory_backends() as memory:
         assert import_account("acme") == 1
         assert import_account("acme") == 2  # every acquisition a higher token
-        memory.locks.acquire("import-acme", "someone-else", 15.0)
+        memory.locks.acquire(memory.lock_name(import_account, "import-acme"), "someone", 15.0)
         assert import_account("acme") is None  # busy: skipped
-        assert not memory.locks.leased("import-other")
+        assert not memory.locks.leased(memory.lock_name(import_account, "import-other"))
 
 
 def test_a_lost_singleton_lease_is_raised_after_the_function() -> None:
@@ -90,7 +90,7 @@ def test_a_lost_singleton_lease_is_raised_after_the_function() -> None:
 
         @singleton("sync-{name}")
         def sync(name: str) -> None:
-            memory.locks.break_lease("sync-a")
+            memory.locks.break_lease(memory.lock_name(sync, "sync-a"))
             memory.clock.advance(16)  # a whole period with no confirmed renewal
 
         with pytest.raises(LeaseLost):
@@ -100,8 +100,8 @@ def test_a_lost_singleton_lease_is_raised_after_the_function() -> None:
 def test_under_a_lease_a_crashed_runs_record_is_taken_over_at_once() -> None:
     with memory_backends() as memory:
 
-        @singleton("night-{day}")
-        @once("night-{day}", under_lease=True)
+        @singleton("night-{day}", scope="app")
+        @once("night-{day}", scope="app", under_lease=True)
         def night(day: str) -> None:
             sent.append(day)
 

@@ -16,9 +16,8 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
-from azure.functions.timer import TimerRequest
-from blobsingleton._templates import _occurrence
-from blobsingleton.schedules import (
+from croniter import croniter
+from timerschedules import (
     EARLY_FIRE,
     HOST_MESSAGE,
     CronSchedule,
@@ -27,7 +26,6 @@ from blobsingleton.schedules import (
     fired_occurrence,
     parse_schedule,
 )
-from croniter import croniter
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 LONDON = ZoneInfo("Europe/London")
@@ -271,19 +269,6 @@ def test_an_early_firing_without_a_monitor_stands_for_tonight() -> None:
 def test_an_early_firing_with_a_monitor_stands_for_the_status_next() -> None:
     status = {"Last": "2026-11-21T02:00:00+00:00", "Next": "2026-11-22T02:00:00+00:00"}
     assert fired_occurrence("0 0 2 * * *", status, EARLY, tz=UTC) == TONIGHT
-
-
-def test_an_early_firing_gets_tonights_run_once_key_not_yesterdays() -> None:
-    """`@once("nightly-{occurrence}")` without a monitor: an early firing must not find
-    yesterday's record and skip tonight's run."""
-    timer = TimerRequest(past_due=False, schedule_status=None)
-
-    def key(fired: datetime) -> str:
-        return "nightly-" + _occurrence("nightly-{occurrence}", timer, "0 0 2 * * *", fired)
-
-    yesterday = key(TONIGHT - timedelta(days=1) + timedelta(milliseconds=20))
-    assert yesterday == "nightly-2026-11-21T02:00:00Z"
-    assert key(EARLY) == "nightly-2026-11-22T02:00:00Z"
 
 
 def test_a_late_firing_of_an_every_second_schedule_keeps_its_second() -> None:

@@ -11,9 +11,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from blobsingleton._templates import _occurrence
-from blobsingleton.errors import KeyTemplateError
-from blobsingleton.schedules import (
+from timerschedules import (
     HOST_MESSAGE,
     CronSchedule,
     InvalidSchedule,
@@ -125,13 +123,6 @@ def test_an_impossible_date_is_valid_and_never_occurs() -> None:
     with pytest.raises(NoOccurrence):
         schedule.next_after(START)
 
-    class Timer:
-        past_due = False
-        schedule_status = None
-
-    with pytest.raises(KeyTemplateError):
-        _occurrence("nightly-{occurrence}", Timer(), "0 0 0 30 Feb *", START)
-
 
 @pytest.mark.parametrize(
     ("text", "interval"),
@@ -149,14 +140,6 @@ def test_timespan_schedules_follow_dotnet_timespan_parsing(text: str, interval: 
     schedule = parse_schedule(text)
     assert isinstance(schedule, TimeSpanSchedule) and schedule.interval == interval
     assert schedule.next_after(START) == START + interval
-
-
-def test_app_setting_placeholders_are_resolved(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MY_SCHEDULE", "0 0 3 * * *")
-    assert next_occurrence("%MY_SCHEDULE%", START, tz=UTC) == at(2026, 1, 1, 3)
-    monkeypatch.delenv("MY_SCHEDULE")
-    with pytest.raises(InvalidSchedule):
-        parse_schedule("%MY_SCHEDULE%", "f")
 
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")

@@ -1,0 +1,221 @@
+"""What a duplicate gets back: the first call's result, stored as JSON and rebuilt fresh.
+
+How it works: `docs/internals.md`, `_results.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import importlib
+import math
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Protocol
+
+from blobsingleton.errors import ResultNotStorable
+
+TAG = "$t"
+_SCALARS = (str, int, bool, type(None))  # exact types (see `encode`)
+_TIMES: dict[str, type] = {"datetime": dt.datetime, "date": dt.date, "time": dt.time}
+
+
+class ResultCodec(Protocol):
+    """How `@once(result=...)` stores a result of its own kind: JSON-able `encode` output in,
+    the same value out of `decode`."""
+
+    def encode(self, result: Any) -> Any: ...
+
+    def decode(self, data: Any) -> Any: ...
+
+
+class Unstorable(Exception):
+    """Internal: a value the default codec cannot store (its type is `kind`)."""
+
+    def __init__(self, kind: type) -> None:
+        super().__init__(kind.__qualname__)
+        self.kind = kind
+
+
+def _class_path(cls: type) -> str:
+    if "<locals>" in cls.__qualname__:
+        raise Unstorable(cls)  # cannot be imported again
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _import(path: str) -> Any:
+    module, _, qualname = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _http_response_class() -> Any:
+    try:
+        from azure.functions import HttpResponse
+    except ImportError:  # pragma: no cover - the worker's SDK is not installed
+        return None
+    return HttpResponse
+
+
+def encode(value: Any) -> Any:
+    """`value` as JSON-able data; `Unstorable` for a value of a type this codec cannot store.
+
+    Types are matched exactly: a subclass of `str`, `dict` or `list` other than an `Enum` or a
+    named tuple would come back as its base class, so it is refused rather than changed."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, enum.Enum):
+        return {TAG: "enum", "cls": _class_path(kind), "v": encode(value.value)}
+    if kind is float:
+        return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
+    if kind is list:
+        return [encode(item) for item in value]
+    if kind is dict:
+        if all(type(k) is str for k in value) and TAG not in value:
+            return {k: encode(v) for k, v in value.items()}
+        return {TAG: "dict", "v": [[encode(k), encode(v)] for k, v in value.items()]}
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return {TAG: "namedtuple", "cls": _class_path(kind), "v": [encode(i) for i in value]}
+    for tag, exact in (("tuple", tuple), ("frozenset", frozenset), ("set", set)):
+        if kind is exact:
+            return {TAG: tag, "v": [encode(item) for item in value]}
+    if kind is Decimal:
+        return {TAG: "decimal", "v": str(value)}
+    for tag, time_kind in _TIMES.items():
+        if kind is time_kind:
+            return {TAG: tag, "v": value.isoformat()}
+    if kind is dt.timedelta:
+        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+    if kind is uuid.UUID:
+        return {TAG: "uuid", "v": str(value)}
+    if kind in (bytes, bytearray):
+        return {TAG: kind.__name__, "v": base64.b64encode(value).decode("ascii")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {TAG: "dataclass", "cls": _class_path(type(value)), "v": fields}
+    if callable(getattr(value, "model_dump", None)) and hasattr(type(value), "model_validate"):
+        dumped = value.model_dump(mode="json")
+        return {TAG: "model", "cls": _class_path(type(value)), "v": dumped}
+    response = _http_response_class()
+    if response is not None and isinstance(value, response):
+        return {
+            TAG: "http",
+            "status": value.status_code,
+            "headers": [[k, v] for k, v in value.headers.items()],
+            "mimetype": value.mimetype,
+            "charset": value.charset,
+            "body": base64.b64encode(value.get_body()).decode("ascii"),
+        }
+    raise Unstorable(type(value))
+
+
+def decode(data: Any) -> Any:
+    """New objects from what `encode` stored."""
+    if isinstance(data, list):
+        return [decode(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    tag = data.get(TAG)
+    if tag is None:
+        return {k: decode(v) for k, v in data.items()}
+    return _DECODERS[tag](data)
+
+
+def _dataclass(data: dict[str, Any]) -> Any:
+    cls: Any = _import(data["cls"])
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{data['cls']} is no longer a dataclass")
+    values = {name: decode(value) for name, value in data["v"].items()}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    make: Callable[..., Any] = cls
+    instance = make(**{n: v for n, v in values.items() if fields[n].init})
+    for name, value in values.items():
+        if not fields[name].init:
+            object.__setattr__(instance, name, value)
+    return instance
+
+
+def _http(data: dict[str, Any]) -> Any:
+    response_class = _http_response_class()
+    if response_class is None:  # pragma: no cover
+        raise TypeError("an HttpResponse result needs azure-functions installed")
+    response = response_class(
+        base64.b64decode(data["body"]), status_code=data["status"],
+        mimetype=data["mimetype"], charset=data["charset"],
+    )  # fmt: skip
+    for name, value in data["headers"]:
+        response.headers.add_header(name, value)
+    return response
+
+
+def _from_iso(kind: Any) -> Callable[[dict[str, Any]], Any]:
+    return lambda data: kind.fromisoformat(data["v"])
+
+
+def _model(data: dict[str, Any]) -> Any:
+    return _import(data["cls"]).model_validate(data["v"])
+
+
+_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "float": lambda d: float(d["v"]),
+    "dict": lambda d: {decode(k): decode(v) for k, v in d["v"]},
+    "enum": lambda d: _import(d["cls"])(decode(d["v"])),
+    "tuple": lambda d: tuple(decode(item) for item in d["v"]),
+    "namedtuple": lambda d: _import(d["cls"])(*(decode(item) for item in d["v"])),
+    "set": lambda d: {decode(item) for item in d["v"]},
+    "frozenset": lambda d: frozenset(decode(item) for item in d["v"]),
+    "decimal": lambda d: Decimal(d["v"]),
+    "timedelta": lambda d: dt.timedelta(*d["v"]),
+    "uuid": lambda d: uuid.UUID(d["v"]),
+    "bytes": lambda d: base64.b64decode(d["v"]),
+    "bytearray": lambda d: bytearray(base64.b64decode(d["v"])),
+    "dataclass": _dataclass,
+    "model": _model,
+    "http": _http,
+    **{tag: _from_iso(kind) for tag, kind in _TIMES.items()},
+}
+
+
+class DefaultCodec:
+    """The codec `@once` uses unless given one (see the module)."""
+
+    def encode(self, result: Any) -> Any:
+        return encode(result)
+
+    def decode(self, data: Any) -> Any:
+        return decode(data)
+
+
+#: What a completion stores when its result could not be stored: duplicates raise.
+UNSTORED = "unstored"
+
+
+class Results:
+    """One decorated function's results: `store` at completion, `replay` for a duplicate."""
+
+    def __init__(self, function: str, codec: ResultCodec | None) -> None:
+        self.function = function
+        self.codec: ResultCodec = codec or DefaultCodec()
+
+    def store(self, key: str, result: Any) -> tuple[Any, ResultNotStorable | None]:
+        """The stored form of `result`, or a marker and the error the first call raises."""
+        try:
+            return self.codec.encode(result), None
+        except Unstorable as error:
+            kind = error.kind.__qualname__
+        except (TypeError, ValueError) as error:  # a codec of the user's own
+            kind = f"{type(result).__qualname__} ({error})"
+        refused = ResultNotStorable(key, self.function, kind)
+        return {TAG: UNSTORED, "type": kind}, refused
+
+    def replay(self, key: str, stored: Any) -> Any:
+        """A fresh copy of the first call's result; `ResultNotStorable` if it was not stored."""
+        if isinstance(stored, dict) and stored.get(TAG) == UNSTORED:
+            raise ResultNotStorable(key, self.function, str(stored.get("type")))
+        return self.codec.decode(stored)
