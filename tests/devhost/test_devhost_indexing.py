@@ -11,7 +11,13 @@ from devhost.indexing import HttpTrigger, QueueTrigger, TimerTrigger, load_funct
 
 def test_indexing_reads_the_bindings_of_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
     functions = {f.name: f for f in load_functions(SAMPLE_APP, HERE)}
-    assert set(functions) == {"sample_queue", "sample_timer", "sample_item", "sample_hello"}
+    assert set(functions) == {
+        "sample_queue",
+        "sample_timer",
+        "sample_item",
+        "sample_hello",
+        "sample_order",
+    }
 
     queue = functions["sample_queue"]
     assert queue.trigger == QueueTrigger(
