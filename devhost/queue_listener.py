@@ -30,6 +30,7 @@ from azure.functions.queue import QueueMessageInConverter
 from azure.storage.queue import BinaryBase64EncodePolicy
 
 from devhost.host_config import QueueOptions
+from devhost.host_retry import HostRetry
 from devhost.indexing import IndexedFunction, QueueTrigger
 from devhost.invocation import invoke
 from devhost.request_counting import RequestCounter
@@ -150,7 +151,7 @@ class QueueListener:
         self.poison_name = f"{self.queue_name}-poison"
         service = (
             blobsingleton.config.from_settings(function.trigger.connection)
-            .with_options(raw_request_hook=host_counter)
+            .with_options(raw_request_hook=host_counter, retry_policy=HostRetry())
             .queue_service()
         )
         self._queue = service.get_queue_client(

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 import azure.functions as func
-from blobsingleton import Busy, PayloadMismatch, once
+from blobsingleton import Busy, PayloadMismatch, current_run, once
 from blobsingleton.settings import setting
 
 from shared import poison
@@ -71,6 +71,10 @@ IN_PROGRESS_SECONDS = in_progress_seconds()
     in_progress_timeout=IN_PROGRESS_SECONDS,
 )
 def _deliver_once(notification: Notification) -> dict[str, Any]:
+    # The claim may be older than it looks: a create whose answer was lost is sent again by
+    # the SDK and known as ours only then, when the record may already have expired and been
+    # taken over. No send then: RunLost frees the key (if still ours) and the host retries.
+    current_run().ensure_held()
     result = sender_from_settings().send(notification)
     log.info(
         "notification %s (%s) sent via %s, message id %s, %d attempt(s)",

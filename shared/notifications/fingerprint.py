@@ -39,6 +39,7 @@ from typing import Any
 
 from blobsingleton.records import BlobRecordStore, Record, RecordStore
 
+from shared import storage
 from shared.notifications.message import Notification
 
 VERSION = "v2"
@@ -162,12 +163,15 @@ def payload(notification: Notification, *_: Any) -> str:
 
 
 class FingerprintStore(RecordStore):
-    """`BlobRecordStore` (built per call from the app settings) that stores the composite
+    """`BlobRecordStore` (built per call from the app settings, on the app's storage account)
+    that stores the composite
     fingerprint of the delivery in scope as the record's payload and checks it field by field.
     """
 
     def _inner(self) -> RecordStore:
-        return BlobRecordStore()
+        # The app's account: its clients retry within the app's budget (`shared.storage`),
+        # so a completion answered 503 lands while its record still lives.
+        return BlobRecordStore(storage=storage.account())
 
     def get(self, key: str) -> Record | None:
         return self._checked(self._inner().get(key))

@@ -4,6 +4,11 @@ Layout: container EMAIL_OUTBOX_CONTAINER (default "outbox"), blob `{event id}/{u
 where the event id is percent-encoded (the lease library's key encoding) so any valid id is a safe
 single path segment. The blob holds exactly the v3 mail body SendGrid would have received.
 Every send writes a new blob, so a duplicate send shows up as a second blob under the same id.
+
+A write whose answer was lost (a reset, or storage's 500 after it landed) is sent again by the
+SDK and meets its own first copy (409): `known_writes.upload_if` knows it by its write id, so
+the send succeeds once instead of failing, which would free the event's run-once key and send
+the email again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from blobsingleton import settings
 from blobsingleton.config import encode_key, validate_key
 
 from shared import storage
+from shared.known_writes import upload_if
 
 DEFAULT_CONTAINER = "outbox"
 
@@ -58,9 +64,11 @@ def write_outbox(
     name = outbox_blob_name(event_id)
     data = json.dumps(mail, ensure_ascii=False, sort_keys=True).encode("utf-8")
     content = ContentSettings(content_type="application/json; charset=utf-8")
+    blob = client.get_blob_client(name)
 
     def upload() -> None:
-        client.upload_blob(name, data, overwrite=False, content_settings=content)
+        if upload_if(blob, data, overwrite=False, content_settings=content) is None:
+            raise RuntimeError(f"outbox blob {name} was written by another send")  # a new uuid
 
     try:
         upload()

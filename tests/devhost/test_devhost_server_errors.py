@@ -1,0 +1,60 @@
+"""The host's own queue requests when storage answers as Azure does under load.
+
+The sample app runs in a devhost worker whose storage goes through a `ScriptedProxy` in front
+of the session's Azurite; chosen requests of the host (the delete after a success) are
+answered 503 ServerBusy unforwarded, or 500 OperationTimedOut after they landed. The host
+retries its own requests as the Functions host's clients do (about a second apart), and a
+delete that landed before its answer was lost is done, not a failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from devhost_testkit import Records, StorageHelper, wait_for
+
+from harness import services
+from harness.fault_proxy import FaultRates
+from tests.support import ScriptedProxy, writes_to
+
+
+@pytest.fixture
+def queue_proxy(azurite: services.Azurite) -> Iterator[ScriptedProxy]:
+    with ScriptedProxy(azurite.queue_port, FaultRates(), seed=0, service="queue") as proxy:
+        yield proxy
+
+
+def _through(proxy: ScriptedProxy, azurite: services.Azurite) -> str:
+    return services.azurite_connection_string(
+        "127.0.0.1", azurite.blob_port, proxy.listen_port, azurite.table_port
+    )
+
+
+@pytest.mark.parametrize("kind", ["server_busy", "operation_timed_out"])
+def test_a_delete_answered_with_an_error_is_retried_within_seconds_and_runs_nothing_again(
+    start_host: Any,
+    base_settings: dict[str, Any],
+    storage: StorageHelper,
+    records: Records,
+    queue_proxy: ScriptedProxy,
+    azurite: services.Azurite,
+    kind: str,
+) -> None:
+    queue = base_settings["SAMPLE_QUEUE"]
+    host = start_host({**base_settings, "AzureWebJobsStorage": _through(queue_proxy, azurite)})
+    queue_proxy.arm(kind, writes_to(f"/{queue}/messages/", methods=("DELETE",)))
+    storage.queue(queue).send_message(b"ok-1")
+    wait_for(lambda: records.where(function="sample_queue", event="done", body="ok-1"))
+    done_at = time.monotonic()
+    wait_for(lambda: storage.depth(queue) == 0, timeout=15)
+    gone_after = time.monotonic() - done_at
+    assert queue_proxy.armed() == 0  # the delete was answered with the error
+    # The host retries within a second; the Python SDK's own policy waited 15 s + 3 first.
+    assert gone_after < 5.0, gone_after
+    time.sleep(1.0)
+    host.stop()
+    assert len(records.where(function="sample_queue", event="start", body="ok-1")) == 1
+    assert host.totals().successes == {"sample_queue": 1}
