@@ -368,12 +368,24 @@ class QueueListener:
             self._release(delivery)
 
     def _delete(self, delivery: _Delivery) -> None:
+        retried: list[Any] = []  # each attempt the SDK sent again: the answer it had
         with delivery.lock:
             try:
-                self._queue.delete_message(delivery.message.id, delivery.pop_receipt)
+                self._queue.delete_message(
+                    delivery.message.id,
+                    delivery.pop_receipt,
+                    retry_hook=lambda **attempt: retried.append(attempt.get("response")),
+                )
             except HttpResponseError as error:
                 if not taken_by_another_delivery(error):
                     raise
+                if any(may_have_landed(answer) for answer in retried):
+                    log.debug(  # as the host, which ignores MessageNotFound at delete
+                        "%s: message %s deleted by an earlier attempt whose answer was lost",
+                        self.function.name,
+                        delivery.message.id,
+                    )
+                    return
                 log.warning(
                     "%s: message %s was already gone at delete (its visibility expired and "
                     "another delivery took it)",
@@ -446,6 +458,12 @@ class QueueListener:
                     delivery.message.id,
                     error,
                 )
+
+
+def may_have_landed(answer: Any) -> bool:
+    """Whether an attempt the SDK sent again may have been carried out: no answer at all, or
+    any answer but 503 ServerBusy (which says it was not)."""
+    return answer is None or getattr(answer, "status_code", None) != 503
 
 
 def taken_by_another_delivery(error: HttpResponseError) -> bool:

@@ -164,6 +164,11 @@ _proxied = _Proxied()
 PROXIED_INVOCATION_VISIBILITY = "20"
 
 
+def active_fault_proxies() -> dict[str, FaultProxy]:
+    """The fault proxies the scenario's instances go through, by service ({} without)."""
+    return dict(_proxied.proxies)
+
+
 def instance_storage() -> dict[str, str]:
     """Settings that point the instances at the scenario's fault proxies ({} without them)."""
     if not _proxied.proxies:
