@@ -131,6 +131,8 @@ class _Delivery:
         self.renewed_at = time.monotonic()
         self.lock = threading.Lock()
         self.done = False
+        #: Its pop receipt stopped matching at a renewal: not renewed again (as the host).
+        self.renewal_lost = False
 
 
 class QueueListener:
@@ -439,8 +441,12 @@ class QueueListener:
                 self._renew(delivery)
 
     def _renew(self, delivery: _Delivery) -> None:
+        """Renew the message's invisibility. As the host's renewal: a pop receipt that no
+        longer matches (another delivery has the message, or an earlier renewal landed and
+        its answer, the new receipt, was lost) ends renewing it for good; any other failure
+        is tried again at the next pass."""
         with delivery.lock:
-            if delivery.done:
+            if delivery.done or delivery.renewal_lost:
                 return
             try:
                 receipt = self._queue.update_message(
@@ -451,6 +457,23 @@ class QueueListener:
                 if receipt.pop_receipt:  # an update always answers with a new receipt
                     delivery.pop_receipt = receipt.pop_receipt
                 delivery.renewed_at = time.monotonic()
+            except HttpResponseError as error:
+                if not taken_by_another_delivery(error):
+                    log.warning(
+                        "%s: renewing visibility of message %s failed: %r",
+                        self.function.name,
+                        delivery.message.id,
+                        error,
+                    )
+                    return
+                delivery.renewal_lost = True
+                log.warning(
+                    "%s: message %s is no longer ours to renew (its pop receipt does not "
+                    "match: another delivery took it, or a renewal landed and its answer was "
+                    "lost); not renewing it again, it reappears when its visibility ends",
+                    self.function.name,
+                    delivery.message.id,
+                )
             except Exception as error:
                 log.warning(
                     "%s: renewing visibility of message %s failed: %r",

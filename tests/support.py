@@ -108,6 +108,8 @@ class ScriptedProxy(FaultProxy):
     drawing them: the tests' way to answer one exact request as Azure does under load."""
 
     script: list[tuple[Callable[[Message], bool], str, float]] = field(default_factory=list)
+    #: Every request read, in order.
+    seen: list[Message] = field(default_factory=list)
     _delays: dict[int, float] = field(default_factory=dict, init=False)
 
     @property
@@ -129,6 +131,7 @@ class ScriptedProxy(FaultProxy):
     def draw_request(self, request: Message) -> str | None:
         with self._lock:
             self.requests += 1
+            self.seen.append(request)
             for index, (when, kind, delay) in enumerate(self.script):
                 if when(request):
                     del self.script[index]

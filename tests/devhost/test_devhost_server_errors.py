@@ -19,6 +19,7 @@ from devhost_testkit import Records, StorageHelper, wait_for
 
 from harness import services
 from harness.fault_proxy import FaultRates
+from harness.http_messages import Message
 from tests.support import ScriptedProxy, writes_to
 
 
@@ -63,3 +64,39 @@ def test_a_delete_answered_with_an_error_is_retried_within_seconds_and_runs_noth
     assert host.totals().successes == {"sample_queue": 1}
     # Its own landed delete, met again by the SDK's retry (404), is not another delivery's.
     assert "already gone at delete" not in (tmp_path / "host.log").read_text()
+
+
+def _updates(request: Message) -> bool:
+    """Update Message: a renewal of a received message's invisibility."""
+    return (
+        request.method == "PUT"
+        and "/messages/" in request.target
+        and "popreceipt=" in (request.target)
+    )
+
+
+def test_a_renewal_answered_500_after_it_landed_ends_renewing_as_the_host_does(
+    start_host: Any,
+    base_settings: dict[str, Any],
+    storage: StorageHelper,
+    records: Records,
+    queue_proxy: ScriptedProxy,
+    azurite: services.Azurite,
+) -> None:
+    queue = base_settings["SAMPLE_QUEUE"]
+    settings = {
+        **base_settings,
+        "AzureWebJobsStorage": _through(queue_proxy, azurite),
+        "DEVHOST_INVOCATION_VISIBILITY": "15",  # renewed from 7.5 s on, every 5 s
+    }
+    host = start_host(settings)
+    queue_proxy.arm("operation_timed_out", _updates)
+    storage.queue(queue).send_message(b"sleep:19")
+    wait_for(lambda: records.where(function="sample_queue", event="done"), timeout=40)
+    host.stop()  # before the message reappears (the landed renewal kept it 15 s more)
+    renewals = [r for r in queue_proxy.seen if _updates(r)]
+    # The renewal landed (a new pop receipt) and its answer was replaced: the SDK sent it again
+    # with the old receipt, which no longer matched. Then, as the host, no more renewals: the
+    # message is no longer this delivery's to renew.
+    assert queue_proxy.armed() == 0
+    assert len(renewals) == 2, [r.target for r in renewals]
