@@ -27,6 +27,7 @@ BENCHMARKS = {
     "handoff": "lease handoff when an instance stops as the host stops it, and when it crashes",
     "fairness": "one key, N contending processes: plain polling against waiting in line",
     "skew": "instance clocks off by minutes: runs per key and takeover after a kill",
+    "server_errors": "requests per event with and without 503/500 answers, side by side",
 }
 
 

@@ -30,6 +30,7 @@ from azure.functions.queue import QueueMessageInConverter
 from azure.storage.queue import BinaryBase64EncodePolicy
 
 from devhost.host_config import QueueOptions
+from devhost.host_retry import HostRetry
 from devhost.indexing import IndexedFunction, QueueTrigger
 from devhost.invocation import invoke
 from devhost.request_counting import RequestCounter
@@ -130,6 +131,8 @@ class _Delivery:
         self.renewed_at = time.monotonic()
         self.lock = threading.Lock()
         self.done = False
+        #: Its pop receipt stopped matching at a renewal: not renewed again (as the host).
+        self.renewal_lost = False
 
 
 class QueueListener:
@@ -150,7 +153,7 @@ class QueueListener:
         self.poison_name = f"{self.queue_name}-poison"
         service = (
             blobsingleton.config.from_settings(function.trigger.connection)
-            .with_options(raw_request_hook=host_counter)
+            .with_options(raw_request_hook=host_counter, retry_policy=HostRetry())
             .queue_service()
         )
         self._queue = service.get_queue_client(
@@ -367,12 +370,24 @@ class QueueListener:
             self._release(delivery)
 
     def _delete(self, delivery: _Delivery) -> None:
+        retried: list[Any] = []  # each attempt the SDK sent again: the answer it had
         with delivery.lock:
             try:
-                self._queue.delete_message(delivery.message.id, delivery.pop_receipt)
+                self._queue.delete_message(
+                    delivery.message.id,
+                    delivery.pop_receipt,
+                    retry_hook=lambda **attempt: retried.append(attempt.get("response")),
+                )
             except HttpResponseError as error:
                 if not taken_by_another_delivery(error):
                     raise
+                if any(may_have_landed(answer) for answer in retried):
+                    log.debug(  # as the host, which ignores MessageNotFound at delete
+                        "%s: message %s deleted by an earlier attempt whose answer was lost",
+                        self.function.name,
+                        delivery.message.id,
+                    )
+                    return
                 log.warning(
                     "%s: message %s was already gone at delete (its visibility expired and "
                     "another delivery took it)",
@@ -426,8 +441,12 @@ class QueueListener:
                 self._renew(delivery)
 
     def _renew(self, delivery: _Delivery) -> None:
+        """Renew the message's invisibility. As the host's renewal: a pop receipt that no
+        longer matches (another delivery has the message, or an earlier renewal landed and
+        its answer, the new receipt, was lost) ends renewing it for good; any other failure
+        is tried again at the next pass."""
         with delivery.lock:
-            if delivery.done:
+            if delivery.done or delivery.renewal_lost:
                 return
             try:
                 receipt = self._queue.update_message(
@@ -438,6 +457,23 @@ class QueueListener:
                 if receipt.pop_receipt:  # an update always answers with a new receipt
                     delivery.pop_receipt = receipt.pop_receipt
                 delivery.renewed_at = time.monotonic()
+            except HttpResponseError as error:
+                if not taken_by_another_delivery(error):
+                    log.warning(
+                        "%s: renewing visibility of message %s failed: %r",
+                        self.function.name,
+                        delivery.message.id,
+                        error,
+                    )
+                    return
+                delivery.renewal_lost = True
+                log.warning(
+                    "%s: message %s is no longer ours to renew (its pop receipt does not "
+                    "match: another delivery took it, or a renewal landed and its answer was "
+                    "lost); not renewing it again, it reappears when its visibility ends",
+                    self.function.name,
+                    delivery.message.id,
+                )
             except Exception as error:
                 log.warning(
                     "%s: renewing visibility of message %s failed: %r",
@@ -445,6 +481,12 @@ class QueueListener:
                     delivery.message.id,
                     error,
                 )
+
+
+def may_have_landed(answer: Any) -> bool:
+    """Whether an attempt the SDK sent again may have been carried out: no answer at all, or
+    any answer but 503 ServerBusy (which says it was not)."""
+    return answer is None or getattr(answer, "status_code", None) != 503
 
 
 def taken_by_another_delivery(error: HttpResponseError) -> bool:

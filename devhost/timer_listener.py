@@ -32,6 +32,7 @@ from azure.functions.timer import TimerRequest
 from blobsingleton.errors import SettingMissing
 from timerschedules import InvalidSchedule, Schedule, parse_schedule
 
+from devhost.host_retry import HostRetry
 from devhost.indexing import IndexedFunction, TimerTrigger
 from devhost.invocation import invoke
 from devhost.request_counting import RequestCounter
@@ -92,7 +93,8 @@ class ScheduleMonitor:
     ) -> None:
         self._clock = clock or SystemClock()
         account = blobsingleton.config.from_settings("AzureWebJobsStorage")
-        service = account.with_options(raw_request_hook=counter).blob_service()
+        host_options = {"raw_request_hook": counter, "retry_policy": HostRetry()}
+        service = account.with_options(**host_options).blob_service()
         self.blob_name = f"timers/{blobsingleton.config.host_id()}/{function_name}/status"
         self._container = service.get_container_client(HOSTS_CONTAINER)
         self._blob = self._container.get_blob_client(self.blob_name)
@@ -155,7 +157,7 @@ class TimerListener:
         # The host's own blobs (listener leases, timer status) go through the host's counter.
         self._hosts = (
             blobsingleton.config.from_settings("AzureWebJobsStorage")
-            .with_options(raw_request_hook=host_counter)
+            .with_options(raw_request_hook=host_counter, retry_policy=HostRetry())
             .blob_service()
             .get_container_client(HOSTS_CONTAINER)
         )

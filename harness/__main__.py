@@ -4,6 +4,8 @@ python -m harness scenario notifications --instances 8 --events 1000 [--json]
 python -m harness demo             (the storm with and without @once, on a private Azurite)
 python -m harness chaos --instances 8 --minutes 3 [--seed N] [--json]
                                    (all flows under seeded faults; exit 0 if every invariant held)
+python -m harness chaos --server-errors 503=0.03,500=0.03 [--only-server-errors]
+                                   (storage answering as Azure does under load, on every service)
 
 The host itself (`python -m devhost run`) is devhost's; this is the tooling that drives it.
 """

@@ -3,7 +3,9 @@
 A run puts together the workload (`chaos_workload.py`: notifications, nightly imports and batch
 jobs, fed over the fault window), the seeded schedule (`faults.py`) carried out by the
 injectors (`injectors.py`: kill instances, pause an import lease holder past its lease, restart
-Azurite with its data; seeded proxies reset, stall and slow connections) and, once the queues
+Azurite with its data; seeded proxies reset, stall and slow connections, and with
+`--server-errors` answer requests as Azure does under load: 503 ServerBusy, 500
+OperationTimedOut / InternalError after the request landed) and, once the queues
 have drained, the invariants (`invariants.py`), checked from the stores and the recording
 stand-ins (outbox, callback receiver), never from the app's counters or logs. Faults stop at
 75 % of the run.
@@ -37,12 +39,14 @@ from devhost.worker import apply_settings
 from harness import invariants, kit
 from harness.callbacks import CallbackReceiver
 from harness.chaos_workload import HOSTILE, UNITS_PER_JOB, Workload
-from harness.fault_proxy import FaultProxy, FaultRates
+from harness.fault_proxy import FAULT_KINDS, FaultProxy, FaultRates
+from harness.fault_proxy import parse_rates as proxy_rates
 from harness.faults import ExecutedFault, ScheduledFault, plan_faults
 from harness.injectors import (
     Injector,
     RestartableAzurite,
     fault_proxies,
+    injected_errors,
     lease_holders,
     proxied_connection_string,
     proxy_counts,
@@ -164,13 +168,24 @@ def _settle(workload: Workload, receiver: CallbackReceiver, limit: float) -> tup
 
 
 def _totals(executed: list[ExecutedFault], counts: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Faults injected by kind (the proxies' request counts are not faults: left out)."""
     totals: dict[str, int] = {}
     for fault in executed:
         totals[fault.kind] = totals.get(fault.kind, 0) + int(fault.injected)
     for by_kind in counts.values():
         for kind, n in by_kind.items():
-            totals[kind] = totals.get(kind, 0) + n
+            if kind != "requests":
+                totals[kind] = totals.get(kind, 0) + n
     return totals
+
+
+def _write_fault_log(path: str, proxies: dict[str, FaultProxy], started_at: float) -> None:
+    """Every server error the proxies answered, one JSON object a line, `at` in seconds after
+    the run's zero (as the schedule's and the invariants' times are)."""
+    with open(path, "w", encoding="utf-8") as out:
+        for error in injected_errors(proxies):
+            noted = {**error.as_dict(), "at": round(error.at - started_at, 3)}
+            out.write(json.dumps(noted) + "\n")
 
 
 def _configure_this_process(workload: Workload, app_dir: str) -> AppSettings:
@@ -197,10 +212,16 @@ def run(
     log_file: str | None = None,
     settle_timeout: float | None = None,
     rates: FaultRates = RATES,
+    scheduled: bool = True,
+    fault_log: str | None = None,
 ) -> ChaosReport:
-    """One chaos run on a private Azurite (its data in a temporary folder, removed after)."""
+    """One chaos run on a private Azurite (its data in a temporary folder, removed after).
+
+    `scheduled=False`: no process or service faults (kills, pauses, the Azurite restart),
+    only what `rates` injects through the proxies. `fault_log`: where every server error the
+    proxies answered is written (JSON lines)."""
     began = time.monotonic()
-    schedule = plan_faults(seed, seconds, instances)
+    schedule = plan_faults(seed, seconds, instances) if scheduled else []
     azurite = RestartableAzurite()
     try:
         azurite.start()
@@ -222,6 +243,8 @@ def run(
                 )
             checked = invariants.observe(workload, receiver, outcome.executed, started_at)
             counts = proxy_counts(proxies)
+            if fault_log:
+                _write_fault_log(fault_log, proxies, started_at)
         return ChaosReport(
             seed=seed,
             instances=instances,
@@ -267,23 +290,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fault-rates", type=parse_rates, default=RATES, metavar="reset=P,stall=P,latency=P",
         help=f"network faults per new connection (default reset={RATES.reset},"
-        f"stall={RATES.stall},latency={RATES.latency})",
+        f"stall={RATES.stall},latency={RATES.latency}); also takes the server errors",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-errors", type=_server_errors, default=None, metavar="503=P,500=P",
+        help="storage answers as Azure's under load, per request on every service: 503 "
+        "ServerBusy not forwarded, 500 OperationTimedOut / InternalError (half each) after "
+        "the request landed",
+    )  # fmt: skip
+    parser.add_argument(
+        "--only-server-errors", action="store_true",
+        help="no kills, pauses, Azurite restart or network faults: the server errors alone",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fault-log", default=None, metavar="PATH",
+        help="write every server error injected (JSON lines, times after the run's zero)",
     )  # fmt: skip
 
 
-def parse_rates(text: str) -> FaultRates:
-    """`reset=0.1,stall=0.05` on top of the defaults (a short run needs more to see each)."""
-    values = {"reset": RATES.reset, "stall": RATES.stall, "latency": RATES.latency}
+def parse_rates(text: str, defaults: FaultRates = RATES) -> FaultRates:
+    """`reset=0.1,stall=0.05` (or `503=0.03,500=0.03`) on top of `defaults` (a short run
+    needs more to see each)."""
     try:
-        for part in text.split(","):
-            name, _, value = part.partition("=")
-            if name.strip() not in values:
-                raise ValueError(f"unknown fault {name!r}")
-            values[name.strip()] = float(value)
-        return FaultRates(**values, stall_seconds=RATES.stall_seconds,
-                          latency_seconds=RATES.latency_seconds)  # fmt: skip
+        return proxy_rates(text, defaults)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _server_errors(text: str) -> str:
+    """The `--server-errors` text, refused at parse time if it names anything else."""
+    rates = parse_rates(text, FaultRates())
+    if any(getattr(rates, kind) for kind in FAULT_KINDS):
+        raise argparse.ArgumentTypeError("--server-errors takes 503=P,500=P (or their names)")
+    return text
+
+
+def chosen_rates(args: argparse.Namespace) -> FaultRates:
+    """The run's rates: the network faults (none with --only-server-errors), plus the
+    server errors asked for."""
+    base: FaultRates = args.fault_rates
+    if args.only_server_errors:
+        if not args.server_errors:
+            raise SystemExit("harness chaos: --only-server-errors needs --server-errors")
+        base = FaultRates(stall_seconds=base.stall_seconds, latency_seconds=base.latency_seconds)
+    return parse_rates(args.server_errors, base) if args.server_errors else base
 
 
 def main(args: argparse.Namespace) -> int:
@@ -293,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
     report = run(
         args.instances, seconds, args.seed, app_module=args.app, app_dir=args.app_dir,
         log_level=args.log_level, log_file=args.log_file, settle_timeout=args.settle_timeout,
-        rates=args.fault_rates,
+        rates=chosen_rates(args), scheduled=not args.only_server_errors, fault_log=args.fault_log,
     )  # fmt: skip
     if args.json:
         print(json.dumps(report.to_dict(), default=str), flush=True)

@@ -27,7 +27,13 @@ from blobsingleton import StorageAccount, ops
 from devhost.app_settings import instance_number
 from devhost.supervisor import Supervisor
 from harness import services
-from harness.fault_proxy import FaultProxy, FaultRates
+from harness.fault_proxy import (
+    FAULT_KINDS,
+    SERVER_ERROR_KINDS,
+    FaultProxy,
+    FaultRates,
+    InjectedError,
+)
 from harness.faults import PAUSE_SECONDS, ExecutedFault, ScheduledFault
 
 log = logging.getLogger("harness.chaos")
@@ -66,14 +72,25 @@ class RestartableAzurite:
 
 @contextlib.contextmanager
 def fault_proxies(
-    azurite: RestartableAzurite, seed: int, rates: FaultRates
+    azurite: RestartableAzurite | services.Azurite,
+    seed: int,
+    rates: FaultRates,
+    spare: tuple[str, ...] = (),
 ) -> Iterator[dict[str, FaultProxy]]:
-    """A seeded proxy in front of each of Azurite's services, by service name."""
-    assert azurite.ports is not None
+    """A seeded proxy in front of each of Azurite's services, by service name. `spare`:
+    container (or queue, table) name prefixes whose requests never draw a server error."""
+    ports = (
+        azurite.ports
+        if isinstance(azurite, RestartableAzurite)
+        else (azurite.blob_port, azurite.queue_port, azurite.table_port)
+    )
+    assert ports is not None
+    spared = tuple(f"/{services.AZURITE_ACCOUNT}/{prefix}" for prefix in spare)
     started: dict[str, FaultProxy] = {}
     try:
-        for k, (name, port) in enumerate(zip(SERVICES, azurite.ports, strict=True)):
-            started[name] = FaultProxy(port, rates, seed=seed * 10 + k).start()
+        for k, (name, port) in enumerate(zip(SERVICES, ports, strict=True)):
+            proxy = FaultProxy(port, rates, seed=seed * 10 + k, service=name, spare=spared)
+            started[name] = proxy.start()
         yield started
     finally:
         for proxy in started.values():
@@ -87,8 +104,20 @@ def proxied_connection_string(proxies: dict[str, FaultProxy]) -> str:
 
 
 def proxy_counts(proxies: dict[str, FaultProxy]) -> dict[str, dict[str, int]]:
-    return {name: {k: int(p.counts.get(k, 0)) for k in ("reset", "stall", "latency")}
-            for name, p in proxies.items()}  # fmt: skip
+    """Faults injected per service by kind, the server errors' only where they were on
+    (with the requests that drew them)."""
+    counts: dict[str, dict[str, int]] = {}
+    for name, proxy in proxies.items():
+        kinds = FAULT_KINDS + (SERVER_ERROR_KINDS if proxy.rates.per_request else ())
+        counts[name] = {kind: int(proxy.counts.get(kind, 0)) for kind in kinds}
+        if proxy.rates.per_request:
+            counts[name]["requests"] = proxy.requests
+    return counts
+
+
+def injected_errors(proxies: dict[str, FaultProxy]) -> list[InjectedError]:
+    """Every server error the proxies answered, oldest first."""
+    return sorted((e for p in proxies.values() for e in p.injected), key=lambda e: e.at)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,13 @@ from devhost.request_counting import RequestCounter
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
 from harness import services
+from harness.fault_proxy import FaultProxy, FaultRates, parse_rates
+from harness.injectors import (
+    fault_proxies,
+    injected_errors,
+    proxied_connection_string,
+    proxy_counts,
+)
 from shared.storage import encoded_queue_client
 
 log = logging.getLogger("harness.scenario")
@@ -116,18 +123,101 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_server_error_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a scenario that can run its instances through `--server-errors`
+    proxies (read by `scenario_storage`; the scenario gives its instances
+    `instance_storage()` and reports `server_error_report()`)."""
+    parser.add_argument(
+        "--server-errors", type=_server_error_rates, default=None, metavar="503=P,500=P",
+        help="answer the instances' storage requests as Azure does under load, through a "
+        "seeded proxy on a private Azurite: 503 ServerBusy (not forwarded), 500 "
+        "OperationTimedOut / InternalError (after forwarding); the harness's own are spared",
+    )  # fmt: skip
+    parser.add_argument(
+        "--spare", action="append", default=[], metavar="PREFIX",
+        help="with --server-errors: containers, queues or tables named PREFIX... never get "
+        "one (e.g. outbox: the recording stand-in for the email provider); repeatable",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=1, help="the server errors' seed")
+
+
+def _server_error_rates(text: str) -> FaultRates:
+    try:
+        return parse_rates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+@dataclass
+class _Proxied:
+    """The fault proxies a scenario runs its instances through (`scenario_storage`)."""
+
+    proxies: dict[str, FaultProxy] = field(default_factory=dict)
+
+
+_proxied = _Proxied()
+
+
+#: With server errors, the instances hold a received message invisible this long (the host's
+#: 10 minutes otherwise): a Get Messages whose answer the proxy replaced leaves its messages
+#: invisible for that long, as on Azure, and a run waits for them to come back.
+PROXIED_INVOCATION_VISIBILITY = "20"
+
+
+def active_fault_proxies() -> dict[str, FaultProxy]:
+    """The fault proxies the scenario's instances go through, by service ({} without)."""
+    return dict(_proxied.proxies)
+
+
+def instance_storage() -> dict[str, str]:
+    """Settings that point the instances at the scenario's fault proxies ({} without them)."""
+    if not _proxied.proxies:
+        return {}
+    return {
+        "AzureWebJobsStorage": proxied_connection_string(_proxied.proxies),
+        "DEVHOST_INVOCATION_VISIBILITY": PROXIED_INVOCATION_VISIBILITY,
+    }
+
+
+def server_error_report() -> dict[str, Any]:
+    """What the proxies injected ({} without them): counts per service, and each error."""
+    if not _proxied.proxies:
+        return {}
+    return {
+        "by_service": proxy_counts(_proxied.proxies),
+        "injected": [e.as_dict() for e in injected_errors(_proxied.proxies)],
+    }
+
+
 @contextlib.contextmanager
-def scenario_storage(private_azurite: bool, app_dir: str = ".") -> Iterator[None]:
+def scenario_storage(
+    private_azurite: bool,
+    app_dir: str = ".",
+    *,
+    server_errors: FaultRates | None = None,
+    spare: tuple[str, ...] = (),
+    seed: int = 1,
+) -> Iterator[None]:
     """Run against a private Azurite when asked, or when the app's storage is the local
     emulator (`UseDevelopmentStorage=true`) and nothing listens on its port; else against the
-    account AzureWebJobsStorage names."""
-    if not (private_azurite or development_storage_down(app_dir)):
+    account AzureWebJobsStorage names. `server_errors`: a private Azurite, with seeded fault
+    proxies between it and the instances (`instance_storage`); the harness's own requests
+    (setup, feeding, counting) go to Azurite directly."""
+    if not (private_azurite or server_errors or development_storage_down(app_dir)):
         yield
         return
     log.info("starting a private Azurite for this run")
     with services.azurite() as azurite:
         os.environ["AzureWebJobsStorage"] = azurite.connection_string
-        yield
+        if server_errors is None:
+            yield
+            return
+        with fault_proxies(azurite, seed, server_errors, spare) as proxies:
+            _proxied.proxies = proxies
+            try:
+                yield
+            finally:
+                _proxied.proxies = {}
 
 
 def development_storage_down(app_dir: str) -> bool:

@@ -6,6 +6,16 @@ same client options) the library's leases and run-once records use: a connection
 (`AzureWebJobsStorage__accountName`, or `__blobServiceUri` / `__queueServiceUri` /
 `__tableServiceUri`) through `DefaultAzureCredential`. Queue clients use base64 messages, the
 host's default encoding.
+
+The retry budget. Storage answers `503 ServerBusy` and `500 OperationTimedOut` under load, and
+the SDK sends the request again. The Blob and Queue SDKs' default waits 15 s + 3 s before the
+first retry (then 24, 42 s): longer than a run-once record of the app lives unrenewed (15 s),
+so a completion answered 503 landed after another delivery had taken the event over and
+emailed it again. The app's blob and queue clients (`account`) retry instead as `RETRY`
+says: 3 retries about a second apart, at most 4.5 s of waiting per request, whatever
+happens, so retries never pile up into storms nor outlive a record. Where the client options
+name a retry policy already (a test, a host), that one is kept. Table clients keep the
+Tables SDK's own (3 retries of a status, 0, 1.6 and 3.2 s apart).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
+from azure.storage.blob import LinearRetry
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 from blobsingleton.errors import SettingMissing
@@ -26,9 +37,32 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueClient, QueueServiceClient
 
 
+#: The app's retry budget per blob or queue request (see the module doc): (retries, seconds
+#: between attempts, +- jitter).
+RETRY = (3, 1.0, 0.5)
+
+_budgeted: dict[int, tuple[StorageAccount, StorageAccount]] = {}
+_budgeted_lock = threading.Lock()
+
+
+def retry_policy() -> LinearRetry:
+    """A new retry policy of the app's budget, `RETRY`."""
+    retries, backoff, jitter = RETRY
+    return LinearRetry(backoff=backoff, random_jitter_range=jitter, retry_total=retries)  # type: ignore[arg-type]
+
+
 def account(connection: str = "AzureWebJobsStorage") -> StorageAccount:
-    """The storage account app setting `connection` names (shared with the library)."""
-    return from_settings(connection)
+    """The storage account app setting `connection` names, its clients retrying within the
+    app's budget (`retry_policy`) unless its client options name a policy already."""
+    base = from_settings(connection)
+    with _budgeted_lock:
+        found = _budgeted.get(id(base))
+        if found is None or found[0] is not base:
+            budgeted = base
+            if "retry_policy" not in base.client_options:
+                budgeted = base.with_options(retry_policy=retry_policy())
+            found = _budgeted[id(base)] = (base, budgeted)
+        return found[1]
 
 
 def blob_service(connection: str = "AzureWebJobsStorage") -> BlobServiceClient:
@@ -98,8 +132,8 @@ def _table_service(account: StorageAccount, connection: str) -> TableServiceClie
 
 def table_service(connection: str = "AzureWebJobsStorage") -> TableServiceClient:
     """A shared `TableServiceClient` for the connection's account."""
-    with _tables_lock:
-        return _table_service(account(connection), connection)
+    with _tables_lock:  # the Tables SDK's own retries (see the module doc)
+        return _table_service(from_settings(connection), connection)
 
 
 def client_options(connection: str = "AzureWebJobsStorage") -> dict[str, Any]:

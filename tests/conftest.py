@@ -15,6 +15,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ if str(ROOT) not in sys.path:
 from devhost import request_counting  # noqa: E402
 from harness import services  # noqa: E402
 from harness.callbacks import RECEIVER_SETTINGS, CallbackReceiver  # noqa: E402
-from tests.support import AppSettings, child_env, fresh_functions  # noqa: E402
+from harness.fault_proxy import FaultRates  # noqa: E402
+from tests.support import AppSettings, ScriptedProxy, child_env, fresh_functions  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
 # A send whose instance died holds its event id this long (15 s by default): a copy arriving
@@ -175,3 +177,38 @@ def receiver(app_settings: AppSettings) -> Iterator[CallbackReceiver]:
     app_settings.set(RECEIVER_SETTINGS)
     with CallbackReceiver() as running:
         yield running
+
+
+@dataclass
+class ServerErrors:
+    """A scripted fault proxy in front of each of the session Azurite's services, the app's
+    storage (AzureWebJobsStorage) going through them: `blob.arm("server_busy", when)` answers
+    the next matching request as Azure does under load."""
+
+    blob: ScriptedProxy
+    queue: ScriptedProxy
+    table: ScriptedProxy
+    connection_string: str
+
+
+@pytest.fixture
+def server_errors(
+    storage_env: str, azurite: services.Azurite, app_settings: AppSettings
+) -> Iterator[ServerErrors]:
+    """The app's storage through `ScriptedProxy`s (nothing injected until armed). The app's
+    clients retry within its own budget (`shared.storage.RETRY`, about a second apart); the
+    library's, as the library chooses."""
+    ports = {"blob": azurite.blob_port, "queue": azurite.queue_port, "table": azurite.table_port}
+    proxies = {name: ScriptedProxy(port, FaultRates(), seed=0, service=name)
+               for name, port in ports.items()}  # fmt: skip
+    for proxy in proxies.values():
+        proxy.start()
+    connection = services.azurite_connection_string(
+        "127.0.0.1", *(proxies[name].listen_port for name in ("blob", "queue", "table"))
+    )
+    app_settings.set({"AzureWebJobsStorage": connection})
+    try:
+        yield ServerErrors(proxies["blob"], proxies["queue"], proxies["table"], connection)
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()

@@ -7,8 +7,10 @@ The fixtures built on them live in tests/conftest.py (`subprocess_env`, `app_fun
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,10 @@ import pytest
 from azure.core.exceptions import ServiceResponseError
 from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.blob import BlobServiceClient, LinearRetry
+
+from harness.azure_errors import SERVER_ERRORS
+from harness.fault_proxy import FaultProxy
+from harness.http_messages import Message
 
 ROOT = Path(__file__).resolve().parent.parent
 # The folder this process imported the library from: a child imports the same copy (a git
@@ -93,3 +99,55 @@ def blob_service_over(transport: RequestsTransport) -> BlobServiceClient:
         os.environ["AzureWebJobsStorage"], transport=transport,
         retry_policy=LinearRetry(backoff=0, random_jitter_range=0),
     )  # fmt: skip
+
+
+@dataclass
+class ScriptedProxy(FaultProxy):
+    """A fault proxy in front of one Azurite service whose requests get the fates `arm`ed for
+    them, in order (a server error kind of `harness.azure_errors.SERVER_ERRORS`), instead of
+    drawing them: the tests' way to answer one exact request as Azure does under load."""
+
+    script: list[tuple[Callable[[Message], bool], str, float]] = field(default_factory=list)
+    #: Every request read, in order.
+    seen: list[Message] = field(default_factory=list)
+    _delays: dict[int, float] = field(default_factory=dict, init=False)
+
+    @property
+    def reads_requests(self) -> bool:
+        return True
+
+    def arm(self, kind: str, when: Callable[[Message], bool] = lambda request: True,
+            times: int = 1, *, delay: float = 0.0) -> None:  # fmt: skip
+        """The next `times` requests `when` accepts get `kind`, answered `delay` s late."""
+        if kind not in SERVER_ERRORS:
+            raise ValueError(f"unknown server error {kind!r}")
+        with self._lock:
+            self.script.extend([(when, kind, delay)] * times)
+
+    def armed(self) -> int:
+        with self._lock:
+            return len(self.script)
+
+    def draw_request(self, request: Message) -> str | None:
+        with self._lock:
+            self.requests += 1
+            self.seen.append(request)
+            for index, (when, kind, delay) in enumerate(self.script):
+                if when(request):
+                    del self.script[index]
+                    self._delays[id(request)] = delay
+                    return kind
+        return None
+
+    async def _before_answer(self, request: Message, kind: str) -> None:
+        with self._lock:
+            delay = self._delays.pop(id(request), 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+
+
+def writes_to(
+    path_part: str, methods: tuple[str, ...] = ("PUT", "POST", "DELETE")
+) -> Callable[[Message], bool]:
+    """A request predicate: a write (by method) whose path contains `path_part`."""
+    return lambda request: request.method in methods and path_part in request.target

@@ -11,7 +11,8 @@ import argparse
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from devhost.supervisor import HostOptions, Supervisor
 from harness import kit
@@ -54,6 +55,8 @@ class NotificationsReport:
     failed_invocations: int
     drained: bool
     run_id: str
+    #: With `--server-errors`: what the proxies injected (counts per service, each error).
+    server_errors: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -74,8 +77,17 @@ class NotificationsReport:
             f"({self.host_requests_per_event:.1f}/event)",
             f"  time               {self.elapsed_s:.1f} s ({self.events_per_s:.1f} events/s)"
             + ("" if self.drained else "  -- queues did NOT drain before the timeout"),
+            *self._server_error_lines(),
             verdict,
         ])  # fmt: skip
+
+    def _server_error_lines(self) -> list[str]:
+        by_service = self.server_errors.get("by_service", {})
+        return [
+            f"  server errors      {name}: "
+            + ", ".join(f"{kind} {n}" for kind, n in counts.items())
+            for name, counts in by_service.items()
+        ]
 
 
 def event(number: int) -> dict[str, str]:
@@ -149,7 +161,7 @@ def run(
         app_dir=app_dir,
         http_port=None,
         functions=functions,  # only what this scenario measures: no other timers or queues
-        settings={**containers, "SENDGRID_API_KEY": None},
+        settings={**containers, "SENDGRID_API_KEY": None, **kit.instance_storage()},
         instance_settings={"NOTIFICATIONS_QUEUE": f"ntf-{run_id}-{{instance}}"},
         log_level=log_level,
         log_file=log_file,
@@ -185,6 +197,7 @@ def run(
         failed_invocations=sum(totals.failures.values()),
         drained=result.drained,
         run_id=run_id,
+        server_errors=kit.server_error_report(),
     )
     if not keep:
         kit.delete_queues(queues + [q for q in poison_queues if not poisoned])
@@ -208,10 +221,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="0 (default): enqueue every event before starting; N: keep at most N events "
         "queued per instance and feed the rest while running (faster on Azurite, more polling)",
     )
+    kit.add_server_error_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    with kit.scenario_storage(args.azurite, args.app_dir):
+    with kit.scenario_storage(
+        args.azurite, args.app_dir, server_errors=args.server_errors, spare=tuple(args.spare),
+        seed=args.seed,
+    ):  # fmt: skip
         report = run(
             args.instances,
             args.events,

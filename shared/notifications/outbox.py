@@ -5,10 +5,10 @@ where the event id is percent-encoded (the lease library's key encoding) so any 
 single path segment. The blob holds exactly the v3 mail body SendGrid would have received.
 Every send writes a new blob, so a duplicate send shows up as a second blob under the same id.
 
-A write whose answer was lost (the connection reset after the blob landed) is sent again by the
-Storage SDK and meets its own first copy (409). `known_writes.upload_if` knows that copy by its
-write id, so the send counts as done, once: it is not reported failed, which would free the
-event's run-once key and send the email again under a new blob name.
+A write whose answer was lost (a reset, or storage's 500 after the blob landed) is sent again
+by the Storage SDK and meets its own first copy (409). `known_writes.upload_if` knows that copy
+by its write id, so the send counts as done, once: it is not reported failed, which would free
+the event's run-once key and send the email again under a new blob name.
 """
 
 from __future__ import annotations

@@ -25,11 +25,13 @@ def record(function: str, **fields: object) -> None:
 
 @app.queue_trigger(arg_name="msg", queue_name="%SAMPLE_QUEUE%", connection="AzureWebJobsStorage")
 def sample_queue(msg: func.QueueMessage) -> None:
-    """Bodies starting with "fail" always fail; "slow" ones take 2 s."""
+    """Bodies starting with "fail" always fail; "slow" ones take 2 s, "sleep:N" ones N s."""
     body = msg.get_body().decode()
     record("sample_queue", event="start", id=msg.id, body=body, dequeue_count=msg.dequeue_count)
     if body.startswith("slow"):
         time.sleep(2.0)
+    if body.startswith("sleep:"):
+        time.sleep(float(body.partition(":")[2]))
     if body.startswith("fail"):
         raise RuntimeError("this message always fails")
     record("sample_queue", event="done", id=msg.id, body=body)

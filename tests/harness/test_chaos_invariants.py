@@ -42,6 +42,20 @@ def test_a_duplicate_long_after_the_faults_breaks_the_invariant() -> None:
     assert result.numbers["duplicates_outside_window"] == 1
 
 
+def test_a_duplicate_with_no_process_fault_near_its_first_copy_breaks_the_invariant() -> None:
+    # During the fault window, but the only faults were server errors or network faults (or a
+    # kill long before): an answer the app believed, not a crash. The app must find those out.
+    emails = [SentEmail("evt-1", 12.0), SentEmail("evt-1", 28.0)]
+    for executed in ([], [KILL], [ExecutedFault(5.0, "kill_instance", 2, 1, "SIGKILL")]):
+        result = check_emails(emails, {"evt-1"}, executed, faults_end=45.0)
+        assert not result.held and result.numbers["duplicates_outside_window"] == 1, executed
+    not_carried_out = ExecutedFault(13.0, "pause_lease_holder", detail="no lease held",
+                                    injected=False)  # fmt: skip
+    assert not check_emails(emails, {"evt-1"}, [not_carried_out], faults_end=45.0).held
+    restart = ExecutedFault(9.0, "restart_azurite", detail="down 3.0 s, data kept")
+    assert check_emails(emails, {"evt-1"}, [restart], faults_end=45.0).held  # a cause
+
+
 def test_three_copies_are_outside_the_window_even_during_faults() -> None:
     emails = [SentEmail("evt-1", t) for t in (20.0, 36.0, 52.0)]
     result = check_emails(emails, {"evt-1"}, [KILL], faults_end=45.0)

@@ -23,6 +23,25 @@ def test_fault_rates_override_the_defaults() -> None:
             parse_rates(bad)
 
 
+def test_server_errors_join_the_network_faults_or_replace_every_other_fault() -> None:
+    from harness.__main__ import build_parser
+    from harness.chaos_run import chosen_rates
+
+    args = build_parser().parse_args(["chaos", "--server-errors", "503=0.03,500=0.03"])
+    rates = chosen_rates(args)
+    assert (rates.server_busy, rates.operation_timed_out, rates.internal_error) == (
+        0.03, 0.015, 0.015
+    )  # fmt: skip
+    assert (rates.reset, rates.stall, rates.latency) == (RATES.reset, RATES.stall, RATES.latency)
+    only = build_parser().parse_args(
+        ["chaos", "--server-errors", "503=0.03,500=0.03", "--only-server-errors"]
+    )
+    alone = chosen_rates(only)
+    assert (alone.reset, alone.stall, alone.latency, alone.server_busy) == (0, 0, 0, 0.03)
+    with pytest.raises(SystemExit):  # a network fault is not a server error
+        build_parser().parse_args(["chaos", "--server-errors", "reset=0.1"])
+
+
 @pytest.mark.long
 @pytest.mark.services  # starts Azurite, a fault proxy and devhost instances itself
 def test_a_short_chaos_run_injects_every_fault_and_every_invariant_holds() -> None:
