@@ -37,10 +37,8 @@ from blobsingleton.errors import (
 
 __version__ = "0.4.0"
 
-# A normal interpreter exit (the worker ending its stream, Ctrl-C under `func start`) releases
-# what this process holds, so a waiter takes over at once. The Functions host disposes a
-# Python worker with Process.Kill after draining, which no handler survives: there the
-# release at the end of each invocation is what hands over.
+# A normal exit releases what this process holds. The host kills a drained worker, which no
+# handler survives: there each invocation's own release hands over.
 atexit.register(_release_all)
 
 __all__ = [

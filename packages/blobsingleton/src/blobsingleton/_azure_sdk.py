@@ -1,7 +1,4 @@
-"""Every private attribute of the Azure SDK this library reads, in one place, each with a fallback.
-
-How it works: `docs/internals.md`, `_azure_sdk.py`.
-"""
+"""Every private Azure SDK attribute the library reads, each with a fallback (docs/internals.md)."""
 
 from __future__ import annotations
 

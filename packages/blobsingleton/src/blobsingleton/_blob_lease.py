@@ -30,19 +30,16 @@ SUCCESSOR_FRESH = 0.3
 
 
 class BlobLease(BaseLease):
-    """A mutual-exclusion lease on `key`, stored as a blob lease.
+    """A mutual-exclusion lease on `key`, stored as a blob lease (a fresh lease id each time).
+    Acquire and release cost 3 requests: acquire, increment the fencing token, release.
 
-    Steady-state cost of acquire + release: 3 requests (acquire lease, increment the fencing
-    token, release). A fresh random lease id is used for every acquisition.
-
-    `fair=True`: a blocking acquire that finds the key busy waits in line (see `_line`), and
-    a release hands the lease to the first live waiter instead of freeing it, so waiters get
-    the key in arrival order and promptly. A process may take up to `_keep.TURNS` turns in a
-    row (within `_keep.TURNS_WITHIN` s) while others wait: with waiters behind it a release
-    keeps the lease `_keep.KEEP_FOR` s for this process's next ask, which then costs one
-    request (its fencing token). Costs 1 more request per release (the line is listed) and
-    about 4 to 8 per wait (ticket, entry, a look or two, its asks, leaving), shared by the
-    turns taken in a row; non-blocking attempts cost what they did.
+    `fair=True`: a blocking acquire that finds the key busy waits in line, and a release hands
+    the lease to the first live waiter, so waiters get the key in arrival order. A process that
+    asks again at once may take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters
+    behind it a release keeps the lease a moment for it (1 request to take). A fair release
+    costs 1 request more (the line is listed), a wait about 4 to 8 (ticket, entry, looks, asks,
+    leaving); non-blocking attempts cost what they did. `scope`: a function's own keys
+    (`@singleton(scope="function")`); None: the app's.
     """
 
     def __init__(
@@ -61,7 +58,6 @@ class BlobLease(BaseLease):
         namespace: str | None = None,
         scope: str | None = None,
     ) -> None:
-        """`scope`: a function's own keys (`@singleton(scope="function")`), None: the app's."""
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
@@ -193,7 +189,6 @@ class BlobLease(BaseLease):
         _keep.memory(self._memory_key).handed(successor.ticket, now, held)
         log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
 
-    # -- a process taking turns in a row while others wait (see _keep) ---------------------------
     def _may_keep(self) -> bool:
         now = time.monotonic()
         return (
@@ -235,7 +230,6 @@ class BlobLease(BaseLease):
         self._next, self._next_seen_at = kept.successor, kept.successor_seen_at
         return self._acquired(kept.lease_id, fence=False, token=token)
 
-    # -- waiting in line (fair=True, see `_line`) ----------------------------------------------
     def _waits(
         self, timeout: float | None, blocking: bool, poll_interval: float | None
     ) -> Generator[float, None, None]:

@@ -1,7 +1,4 @@
-"""Run-once records as small block blobs, written with If-None-Match / If-Match.
-
-How it works: `docs/internals.md`, `_blob_records.py`.
-"""
+"""Run-once records as block blobs, written with If-None-Match / If-Match (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ class BlobRecordStore(RecordStore):
         return blob_name(self.prefix, key)
 
     def _blob(self, name: str) -> BlobClient:
-        """The blob's client, kept for the last `_KEPT_CLIENTS` names: building one costs about
-        as much client CPU as a request, and a run writes its record twice or more."""
+        """The blob's client, kept (building one costs about as much client CPU as a request)."""
         with self._clients_lock:
             client = self._clients.get(name)
             if client is None:
@@ -91,7 +87,6 @@ class BlobRecordStore(RecordStore):
             self._watcher = watch_for(self._container, self.prefix, self._read_key)
         return self._watcher
 
-    # -- the four operations --------------------------------------------------------------
     def get(self, key: str) -> Record | None:
         name = self._name(key)
         known = self._watch().known(name)
@@ -145,11 +140,9 @@ class BlobRecordStore(RecordStore):
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
         return self._watch().watch(self._name(key), key, etag, until)
 
-    # -- requests ---------------------------------------------------------------------------
     def _write(self, record: Record, operation: str, *, creates: bool = False,
                **conditions: Any) -> Record:  # fmt: skip
-        """Upload `record` under `conditions`; `creates`: a missing container is created and
-        the write sent once more."""
+        """Upload `record` under `conditions`; `creates`: create a missing container first."""
         blob, body = self._blob(self._name(record.key)), record.to_json()
         meta = _record_blob.metadata(record, body)
 

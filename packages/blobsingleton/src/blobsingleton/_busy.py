@@ -1,7 +1,4 @@
-"""What both decorators share: the busy policy, and one sync/async wrapper around a guard.
-
-How it works: `docs/internals.md`, `_busy.py`.
-"""
+"""The busy policy and the sync/async guard wrapper both decorators share (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ class Guarded(Protocol):
 
 
 class MaybeSkipped(Protocol):
-    """What a decorator that may return without running does: the result may be None
-    (`Busy.SKIP`, `Busy.DEFER`, an abandoned at-most-once run, a policy's own answer)."""
+    """A decorator that may not run the function: SKIP, DEFER or an abandoned run give None."""
 
     @overload
     def __call__(
@@ -58,13 +54,11 @@ class Busy(StrEnum):
     DEFER = "defer"  # re-enqueue a copy of the queue message with a delay; complete this one
 
 
-#: A policy, or a callable given the busy error that returns the function's result
-#: (e.g. an HTTP 409 response).
+#: A policy, or a callable given the busy error that returns the result (e.g. an HTTP 409).
 BusyPolicy = Busy | Callable[[Exception], Any]
 
 
 def check_policy(policy: BusyPolicy, queue: str | None) -> None:
-    """Reject a policy that cannot work, at decoration time rather than at 2 a.m."""
     if policy == Busy.DEFER and not queue:
         raise ValueError("on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)")
     if not isinstance(policy, Busy) and not callable(policy):
@@ -72,9 +66,8 @@ def check_policy(policy: BusyPolicy, queue: str | None) -> None:
 
 
 def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
-    """Refuse DEFER on a function that never takes the queue message it would re-enqueue
-    (its parameters all annotated, none as one), when the worker indexes the app, rather
-    than fail every busy delivery at once and burn its dequeue count."""
+    """Refuse DEFER, when decorating, on a function whose parameters are all annotated and
+    none as the queue message it would re-enqueue."""
     if policy == Busy.DEFER and not deferral.may_take_message(fn):
         raise TypeError(
             f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
@@ -84,11 +77,8 @@ def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
 
 @dataclass(frozen=True)
 class Admission:
-    """A guard's verdict: run the body, or return `result` without running, or it is busy.
-
-    `retry_after`: when busy, the seconds after which the key could be free (DEFER's delay
-    unless the decorator fixes one).
-    """
+    """A guard's verdict: run, or return `result` without running, or `busy` (and the key
+    could be free in `retry_after` s: DEFER's delay unless the decorator fixes one)."""
 
     run: bool
     result: Any = None
@@ -170,12 +160,8 @@ unguarded = _Unguarded()
 
 
 def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
-    """Wrap `fn` (sync or async, signature kept for the worker's indexing) in its guard.
-
-    `make_guard(*args, **kwargs)` builds the guard of one invocation. A DEFER that finds no
-    queue message among the arguments (see `check_defer`) waits instead, as WAIT does, so a
-    busy delivery never fails at once and burns its dequeue count.
-    """
+    """Wrap `fn` (sync or async, signature kept for the worker) in the guard `make_guard` builds
+    from each invocation's arguments. A DEFER without a queue message waits as WAIT does."""
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 

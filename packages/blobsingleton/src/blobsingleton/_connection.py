@@ -1,7 +1,4 @@
-"""Where the library's blobs (and deferred queue messages) live: one storage account.
-
-How it works: `docs/internals.md`, `_connection.py`.
-"""
+"""Where the library's blobs and deferred messages live: one storage account (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -23,12 +20,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class StorageAccount:
     """How to reach one storage account: a connection string, or service URLs + a credential.
-
-    `client_options` are passed to every client built here (retry settings, a transport,
-    per-call policies: the local host adds a request-counting hook this way). Without a
-    transport among them, a client skips `requests`' per-request environment lookups where what
-    they would find can be given once (`requests_environment`).
-    """
+    `client_options` go to every client built here (retry settings, a transport, per-call
+    hooks); `name` is the app setting it came from, for error messages."""
 
     #: Holds the account key: never shown in a repr (which logs and tracebacks print).
     connection_string: str | None = field(default=None, repr=False)
@@ -79,18 +72,8 @@ class StorageAccount:
 
 
 def requests_environment() -> dict[str, Any] | None:
-    """What `requests` would read from this process's environment on every request, as client
-    options given once; None where it cannot be given once: a proxy (any `*_proxy` variable,
-    `no_proxy` included), a netrc file, or off Linux (where proxies also come from system
-    settings; Azure Functions runs Python on Linux).
-
-    `requests` scans every variable twice per request, about a fifth of a request's client CPU
-    on a Functions worker, whose app settings are all variables. Where nothing in it needs that,
-    clients built here skip it (`use_env_settings=False`), and a CA bundle named by
-    `REQUESTS_CA_BUNDLE` or `CURL_CA_BUNDLE` is given as `connection_verify`, as `requests`
-    would have used it. The environment is read when a client is built; a proxy set later needs
-    a new process, as a changed app setting does (the host restarts the worker).
-    """
+    """Client options for what `requests` would read from the environment on every request;
+    None where it cannot be given once (a `*_proxy` variable, a netrc file, off Linux)."""
     if not sys.platform.startswith("linux"):
         return None
     environ = os.environ
@@ -116,11 +99,8 @@ _SUFFIXES = ("", "__accountName", "__blobServiceUri", "__queueServiceUri", "__cl
 
 
 def set_client_options(**client_options: Any) -> None:
-    """Client options for every account `from_settings` builds from now on.
-
-    For whoever hosts the app: a test or a local host adds a request-counting hook
-    (`raw_request_hook`) or retry settings here, without the app knowing.
-    """
+    """Client options for every account `from_settings` builds from now on: a test or a local
+    host adds a request-counting `raw_request_hook` or retry settings, unknown to the app."""
     with _accounts_lock:
         _default_options.clear()
         _default_options.update(client_options)
@@ -128,12 +108,8 @@ def set_client_options(**client_options: Any) -> None:
 
 
 def set_default_credential(credential: Any | None) -> None:
-    """The token credential identity-based settings use from now on (None: the default).
-
-    `from_settings` builds a `DefaultAzureCredential` for `__accountName` / `__*ServiceUri`
-    settings, as the Functions host does. Where Entra ID cannot be reached (tests, a local
-    emulator in OAuth mode) or another credential is wanted, inject it here.
-    """
+    """The credential identity-based settings (`__accountName`, `__*ServiceUri`) use from now
+    on instead of a `DefaultAzureCredential` (None: that again), e.g. for a local emulator."""
     with _accounts_lock:
         _default_credential.clear()
         if credential is not None:
@@ -143,11 +119,8 @@ def set_default_credential(credential: Any | None) -> None:
 
 def from_settings(name: str = "AzureWebJobsStorage") -> StorageAccount:
     """The account app setting `name` names: a connection string, or `name__*` identity settings.
-
-    Built once per distinct value of those settings, so every lease and record shares its
-    clients (and their connection pools). A connection string and identity settings together,
-    or neither, is a configuration error naming the settings involved.
-    """
+    Built once per distinct value, so leases and records share its clients; both kinds of
+    settings, or neither, raise `SettingMissing` naming them."""
     cache_key = (name, *(setting(name + suffix) for suffix in _SUFFIXES))
     with _accounts_lock:
         account = _accounts.get(cache_key)

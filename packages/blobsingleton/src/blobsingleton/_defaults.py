@@ -1,7 +1,4 @@
-"""What a lease or record uses when nothing is injected: the Functions conventions.
-
-How it works: `docs/internals.md`, `_defaults.py`.
-"""
+"""What leases and records use when nothing is injected (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Put a queue message back for later without burning its dequeue count.
-
-How it works: `docs/internals.md`, `_deferral.py`.
-"""
+"""Put a queue message back for later without burning its dequeue count (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""One structured log record per lease and run-once event, for operators to query.
-
-How it works: `docs/internals.md`, `_events.py`.
-"""
+"""One structured log record per lease and run-once event, for operators (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -25,11 +22,9 @@ _KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
-    """Log event `kind` with `dims` (key, instance, function, invocation_id, token, duration_s).
-
-    `kind`: one of `KINDS`, or an app's own (lower-case letters, digits, '_'). `warning`: log
-    at WARNING rather than INFO (default: as the library's kinds are logged; INFO for others).
-    """
+    """Log event `kind` (one of `KINDS`, or an app's own: lower-case letters, digits, '_') with
+    `dims` (key, instance, function, invocation_id, token, duration_s...). `warning`: log at
+    WARNING rather than INFO (default: as the library logs its kinds; INFO for others)."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"an event kind is lower-case letters, digits and '_', not {kind!r}")
     values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}

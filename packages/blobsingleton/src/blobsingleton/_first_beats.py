@@ -1,9 +1,4 @@
-"""One thread per process that starts each `@once` run's heartbeat when its first beat is due.
-
-A thread per run cost each delivery a thread start and join, though most runs end long before
-their first beat. Runs still going then get a heartbeat thread of their own, so a slow beat of
-one run never delays another's.
-"""
+"""One thread per process that starts `@once` heartbeats when first due (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +12,6 @@ log = logging.getLogger("blobsingleton")
 
 
 class _FirstBeats:
-    """Calls each scheduled `start` at its time, from one thread, unless stopped by then."""
-
     def __init__(self) -> None:
         self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
         self._changed = threading.Condition()

@@ -1,8 +1,4 @@
-"""What the decorators keep of the Python worker's invocation: where the function lives and
-which invocation a log record belongs to.
-
-How it works: `docs/internals.md`, `_invocation.py`.
-"""
+"""Where the function lives and which invocation a log record belongs to (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""What one process remembers about the waiting lines of the keys it contends for.
-
-How it works: `docs/internals.md`, `_keep.py`.
-"""
+"""What one process remembers about the lines of the keys it contends for (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -20,9 +17,8 @@ log = logging.getLogger("blobsingleton")
 
 #: How long a fair holder with waiters keeps its lease after release for its own process.
 KEEP_FOR = 0.03
-#: The most turns in a row one process takes while others wait in line ...
+#: The most turns in a row one process takes while others wait, and within how many seconds.
 TURNS = 4
-#: ... and the longest such a run of turns lasts (seconds from its first acquisition).
 TURNS_WITHIN = 0.5
 #: How long "this process handed the key on" counts as "the line is busy".
 LINE_MEMORY = 1.0
@@ -34,7 +30,7 @@ HANDOFF = 0.03
 
 @dataclass
 class LineMemory:
-    """This process's knowledge of one key's line (see the module docstring)."""
+    """This process's knowledge of one key's line (docs/internals.md)."""
 
     handed_at: float = float("-inf")  # monotonic
     handed_ticket: int | None = None
@@ -60,9 +56,8 @@ class LineMemory:
             self.pace = sample if self.pace is None else 0.5 * self.pace + 0.5 * sample
 
     def handed(self, ticket: int, now: float, held: float | None) -> None:
-        """This process handed the key to `ticket` after holding it `held` seconds (its turns
-        in a row; None: a lease it was handed while giving up): a place in line takes about as
-        long, plus the handoff."""
+        """This process handed the key to `ticket` after `held` s of turns (None: it gave up
+        waiting): a place in line takes about as long, plus the handoff."""
         self.handed_at, self.handed_ticket = now, ticket
         if held is not None:
             sample = held + HANDOFF

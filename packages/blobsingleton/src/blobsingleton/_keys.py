@@ -1,9 +1,4 @@
-"""Turn keys that come from user data (account ids, event ids) into safe blob names.
-
-Keys are validated first, so a hostile key fails loudly instead of landing somewhere odd;
-then every character outside [A-Za-z0-9_-] is percent-encoded, so a key can never add a
-`/`, end in `.`, or collide with another key's blob.
-"""
+"""Keys from user data (account ids, event ids) made safe blob names (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The public lease API, independent of where the lease lives.
-
-How it works: `docs/internals.md`, `_lease.py`.
-"""
+"""The public lease API, independent of where the lease lives (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -52,8 +49,7 @@ def paced(
     blocking: bool,
     delay: Callable[[], float],
 ) -> Generator[float, None, None]:
-    """Sleeps of `delay()` seconds, cut to what is left of `timeout`; `LeaseTimeout` when over
-    (at once unless `blocking`)."""
+    """Sleeps of `delay()` s within `timeout`, then `LeaseTimeout` (at once unless `blocking`)."""
     started = clock()
     while True:
         remaining = None if timeout is None else timeout - (clock() - started)
@@ -90,7 +86,6 @@ class BaseLease(ABC):
         self._state_lock = threading.Lock()
         self._clock = clock
 
-    # -- what a backend implements -------------------------------------------------------------
     @abstractmethod
     def _try_acquire(self) -> int | None:
         """Take the lease if free and return its fencing token; None when someone holds it."""
@@ -106,15 +101,13 @@ class BaseLease(ABC):
     def _waits(
         self, timeout: float | None, blocking: bool, poll_interval: float | None
     ) -> Generator[float, None, None]:
-        """The sleeps between a blocking acquire's attempts (jittered polling), raising
-        `LeaseTimeout` once waiting is over. A backend may plan its own; the acquire closes
-        the iterator when it ends (acquired, timed out or cancelled)."""
+        """Sleeps between a blocking acquire's attempts (jittered polling; a backend may plan its
+        own), `LeaseTimeout` once over. The acquire closes the iterator when it ends."""
         interval = poll_interval or self.poll_interval
         return paced(
             self.key, self._clock, timeout, blocking, lambda: interval * random.uniform(0.5, 1.5)
         )
 
-    # -- public API ------------------------------------------------------------------------------
     @property
     def token(self) -> int:
         """The fencing token of the current acquisition: higher than every earlier one."""
@@ -133,10 +126,8 @@ class BaseLease(ABC):
         blocking: bool = True,
         poll_interval: float | None = None,
     ) -> Self:
-        """Take the lease; wait up to `timeout` seconds (None: forever) unless not `blocking`.
-
-        Raises `LeaseTimeout` (a `TimeoutError`) when it stayed busy.
-        """
+        """Take the lease; wait up to `timeout` seconds (None: forever) unless not `blocking`,
+        trying about every `poll_interval` s. `LeaseTimeout` (a `TimeoutError`) if it stays busy."""
         with contextlib.closing(self._waits(timeout, blocking, poll_interval)) as waits:
             while not self._attempt():
                 time.sleep(next(waits))
@@ -149,10 +140,7 @@ class BaseLease(ABC):
         poll_interval: float | None = None,
     ) -> Self:
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop.
-
-        Cancelled at any point, it leaves the lease free: an attempt already on its way gives
-        back what it takes.
-        """
+        Cancelled at any point, it leaves the lease free."""
         waits = self._waits(timeout, blocking, poll_interval)
         try:
             while not await off_loop(in_thread(self._attempt), undo=self._give_back_if_taken):
@@ -222,12 +210,10 @@ class BaseLease(ABC):
     ) -> None:
         await self.release_async()
 
-    # -- internals -------------------------------------------------------------------------------
     def _attempt(self) -> bool:
         if self._token is not None:
             raise LeaseError(f"lease {self.key!r} is already held by this object")
-        # A lease the attempt takes is confirmed no earlier than now; a backend that takes one
-        # confirmed earlier (a lease kept from this process's last turn) lowers it.
+        # Confirmed no earlier than now; a backend taking a lease kept from its last turn lowers it.
         self._confirmed_at = self._clock()
         token = self._try_acquire()
         if token is None:
@@ -257,11 +243,8 @@ class BaseLease(ABC):
             wait = self._renew_step()
 
     def _renew_step(self) -> float | None:
-        """One renewal: the wait before the next one, or None once the lease is lost.
-
-        Every third of the period; a transient failure is retried after at most a second
-        until the period runs out, then the lease is declared lost.
-        """
+        """One renewal: the wait before the next (a third of the period; after a transient
+        failure, a second at most until the period runs out), or None once the lease is lost."""
         if self._lost_error is not None:
             return None  # renewing a lease given up for lost would only block the key longer
         interval = self.period / 3

@@ -1,7 +1,4 @@
-"""A waiting line per key, so that waiters get a contended lease in arrival order.
-
-How it works: `docs/internals.md`, `_line.py`.
-"""
+"""A waiting line per key: waiters get a contended lease in arrival order (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -36,8 +33,7 @@ MAX_LINE_LOOK = 2.0
 STALLED = 3.0
 #: A waiter this many places back or fewer plans its looks closely (see `_plan`).
 NEAR = 3
-#: A waiter further back looks at the line again when the places before it, but the holder's,
-#: should have gone, and this share of the holder's turn too (the holder may be nearly done).
+#: The share of the holder's turn a close waiter counts before looking again (it may end early).
 EARLY_LOOK = 0.5
 
 
@@ -108,14 +104,7 @@ class WaitingLine:
 
 
 class LineWait:
-    """One blocking acquire's place in a key's line, and when it next asks or looks.
-
-    Waiters do not poll the line. Each knows its place (counted from the ticket its own
-    process last handed to, else one listing) and plans when to look again from the pace the
-    line was seen moving; the next in line asks shortly before the holder's turn should end
-    (as long as this process's own turns take), then every `HEAD_POLL`, backing off while a
-    long hold runs on; a line standing still makes everyone look less often.
-    """
+    """One blocking acquire's place in a key's line, and when it next asks or looks."""
 
     def __init__(self, line: WaitingLine, memory: LineMemory, period: float, blocking: bool):
         self.line, self.memory, self.period, self.blocking = line, memory, period, blocking
@@ -170,23 +159,18 @@ class LineWait:
         memory = self.memory
         if self._places <= 1:  # the holder's turn: about as long as our own turns take
             self._turn_at = self._holder_since + memory.per_place
-            # Back off only once its turn ran past that, counted from when we saw we are next
-            # (it may have taken over any time before): a head never sleeps through a handoff.
+            # Back off from when we saw we are next: a head never sleeps through a handoff.
             self._overdue_from = self._looked_at + memory.per_place
             self._probe_next = True
             return
-        # Far back: look again about NEAR places before ours, at four fifths of the pace the
-        # line was seen moving (handoffs included). Close: when we may be next, at that pace or
-        # our own turns' if faster. Sleeping past our turn would idle the key.
+        # Far back: look NEAR places early; close: when we may be next (docs/internals.md).
         seen = memory.pace or memory.per_place
         if self._places > NEAR:
             self._turn_at = self._looked_at + (self._places - NEAR) * seen * 0.8
         else:
             pace = min(seen, memory.per_place)
             self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
-        # A line standing still for a period: whoever is ahead may be dead, holding a lease
-        # handed to it that expires unrenewed while its entry still looks live. Ask for the
-        # lease too then (it is free once that lease expired).
+        # Line still for a period: a waiter ahead may be dead, its lease expiring. Ask too.
         self._probe_next = time.monotonic() - self._moved_at > self.period
 
     def next_delay(self) -> float:
@@ -208,8 +192,7 @@ class LineWait:
             wake = max(self._turn_at, self._looked_at + stalled)
             longest = MAX_LINE_POLL if self._probe_next else MAX_LINE_LOOK
             return min(longest, max(0.0, wake - now))
-        # Next in line: ask shortly before the holder's turn should end, then every
-        # HEAD_POLL, backing off while it runs past the estimate (a long hold).
+        # Next in line: ask just before the holder's turn should end, then back off from HEAD_POLL.
         if now < self._turn_at - HEAD_POLL:
             return min(MAX_LINE_POLL, self._turn_at - HEAD_POLL - now)
         overdue = max(0.0, now - self._overdue_from)

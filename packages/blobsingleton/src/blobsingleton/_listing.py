@@ -1,7 +1,4 @@
-"""One page of List Blobs (names, etags, Last-Modified, metadata), parsed without the SDK's models.
-
-How it works: `docs/internals.md`, `_listing.py`.
-"""
+"""One page of List Blobs with metadata, parsed without the SDK's models (docs/internals.md)."""
 
 from __future__ import annotations
 

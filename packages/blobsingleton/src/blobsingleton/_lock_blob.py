@@ -1,9 +1,4 @@
-"""Storage operations on one lock blob, with storage errors translated in one place.
-
-A lock blob is an empty page blob. Its lease is the lock; its sequence number, incremented
-atomically by the service under the lease, is the fencing token; its metadata holds the
-owner record. Each method is one storage request on the steady-state path.
-"""
+"""Storage operations on one lock blob, errors translated in one place (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -110,11 +105,8 @@ class LockBlob:
         }
 
     def acquire(self, lease_id: str, period: float) -> None:
-        """Take the lease with our id; `LockBusy` when someone holds it. Creates what is missing.
-
-        An acquire whose outcome is unknown (no answer, or 500 after the client's retries: it
-        may have landed) is released before `StorageUnavailable` is raised, so a lease nobody
-        knows it holds does not keep the key for a period."""
+        """Take the lease with our id, creating what is missing; `LockBusy` when held. An
+        acquire of unknown outcome is released before `StorageUnavailable` is raised."""
         for _ in range(3):
             try:
                 with translated("acquire", self.key):

@@ -1,7 +1,4 @@
-"""Whose keys these are: lock and record names in a namespace, by default the host id.
-
-How it works: `docs/internals.md`, `_namespace.py`.
-"""
+"""Whose keys these are: names in a namespace, by default the host id (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -21,11 +18,8 @@ _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 
 
 def host_id(settings: Mapping[str, str | None] | None = None) -> str:
-    """The Functions host id of this app, by the host's rules (see the module's comment).
-
-    `settings`: where to read the settings named there (default: the environment, as the
-    worker sees them); a local host passes the settings it starts an instance with.
-    """
+    """This app's Functions host id, derived as the host derives it from app `settings`
+    (default: the environment; a local host passes an instance's settings)."""
     values: Mapping[str, str | None] = os.environ if settings is None else settings
 
     def get(name: str) -> str:
@@ -51,8 +45,7 @@ def host_id(settings: Mapping[str, str | None] | None = None) -> str:
     if get("WEBSITE_INSTANCE_ID"):
         name = slot_name
     elif get("CONTAINER_NAME") and get("WEBSITE_HOSTNAME"):
-        # Linux Consumption: the site's host name. (A container that is not Azure's, with
-        # no WEBSITE_HOSTNAME, counts as local here; the host would find no id at all.)
+        # Linux Consumption (a non-Azure container, without WEBSITE_HOSTNAME, counts as local).
         name = get("WEBSITE_HOSTNAME").replace(".azurewebsites.net", "")
     else:
         machine = "".join(ch for ch in socket.gethostname() if ch.isalnum())

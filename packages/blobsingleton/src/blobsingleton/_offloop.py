@@ -1,7 +1,4 @@
-"""Blocking storage calls kept off the event loop, safe under cancellation, logged in the caller.
-
-How it works: `docs/internals.md`, `_offloop.py`.
-"""
+"""Blocking calls off the loop, cancel-safe, logged in the calling task (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -78,11 +75,8 @@ class _Handoff(Generic[T]):
 
 
 async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = None) -> T:
-    """Run `call` in a thread without blocking the loop; its log records are emitted here.
-
-    If the awaiting task is cancelled, `call` still runs to its end (a request cannot be
-    recalled) and `undo(result)` then gives back whatever it took, off the loop.
-    """
+    """Run `call` in a thread, its log records emitted here; if the task is cancelled, `call`
+    still runs to its end and `undo(result)` gives back what it took, off the loop."""
     loop = asyncio.get_running_loop()
     handoff: _Handoff[T] = _Handoff()
     records: list[logging.LogRecord] = []

@@ -1,7 +1,4 @@
-"""`@once(key)`: run a function's work once per key, however many deliveries arrive.
-
-How it works: `docs/internals.md`, `_once.py`.
-"""
+"""`@once(key)`: run a function's work once per key (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -46,8 +43,7 @@ from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 log = logging.getLogger("blobsingleton")
 
 F = TypeVar("F", bound=Callable[..., Any])
-#: Whose records: the decorated function's own (as WebJobs' `SingletonScope.Function`), or
-#: shared by every function of the app that uses the same key (`SingletonScope.Host`).
+#: Whose records: the function's own, or the app's (WebJobs' SingletonScope.Function / Host).
 Scope = Literal["function", "app"]
 
 #: How long a delivery that finds its key in progress is held, watching, before its policy.
@@ -60,12 +56,9 @@ _current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
 
 def current_run() -> OnceHandler:
     """The run the executing `@once` invocation owns: its `key`, `attempt` (1, or more after
-    takeovers of crashed runs), `token` (the fencing token of the `@singleton` lease it runs
-    under, else None) and `ensure_held()`.
-
-    Call `current_run().ensure_held()` before a side effect that must not happen twice: it
-    raises `RunLost` once another delivery took the key over (or may have).
-    """
+    takeovers of crashed runs), `token` (of the `@singleton` lease it runs under, else None)
+    and `ensure_held()`, to call before a side effect that must not happen twice: it raises
+    `RunLost` once another delivery took the key over (or may have)."""
     handler = _current.get()
     if handler is None:
         raise OutsideGuardedCall("current_run()", "@once")
@@ -159,37 +152,33 @@ def once(
     hold_busy: float | None = None,
     run_without_key: bool = False,
 ) -> MaybeSkipped:
-    """Run the decorated function's work once per resolved `key` while its record lives.
+    """Run the decorated function's work once per resolved `key` while its record lives: a
+    completed key returns a fresh copy of the first call's result without running; a failed
+    run frees the key.
 
-    A completed key returns the first call's result, a fresh copy, without running; a failed
-    run frees the key. `scope`: records are the decorated function's own ("function", the
-    default: two functions with one key template never share a record), or shared by every
-    function of the app that names the same key ("app").
-    `mode`: after a crash mid-run, AT_LEAST_ONCE (default) reruns once the in-progress record
-    expires, so the work may run twice across a crash; AT_MOST_ONCE never reruns it, so a
-    crash may leave it undone. `in_progress_timeout` (default 15 s): a running call keeps its
-    record alive with a heartbeat, so this bounds how long a *crashed* call holds the key, not
-    how long the work may take. `retention`: how long a completed key is remembered (7 days).
-    `payload(*args, **kwargs)`: what must match for a duplicate; a different one raises
-    `PayloadMismatch`, naming the fields that differ when it is a mapping.
-    `result`: a codec (`encode`/`decode`) for results the default cannot store (JSON values,
-    dataclasses, `Decimal`, `datetime`, `UUID`, `azure.functions.HttpResponse`...: see
-    `blobsingleton.results`); a result that cannot be stored raises `ResultNotStorable` at the
-    first call, once its work ran. `on_replay(result)`: called with a duplicate's copy of the
-    stored result; what it returns is returned (each replay is also an `event=replay` record).
-    `on_in_progress`: WAIT (poll up to `wait_timeout`, then `AlreadyInProgress`), SKIP, DEFER
-    (re-enqueue on `queue`, visible again when the record could next change: its expiry, unless
-    `defer_seconds` says otherwise), or a callable. `hold_busy`: seconds a delivery that finds
-    its key in progress stays in its process, watching the record, before `on_in_progress`
-    applies (default 3 s; 0 for SKIP).
-    `run_without_key=True`: a key the invocation does not give (a missing or empty field) runs
-    the function unguarded with a warning, instead of raising `KeyTemplateError`.
-    `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
-    Functions host id). `under_lease=True`: the function runs inside a `@singleton` whose
-    lease covers this key, so a record still in progress belongs to a run that lost it: it is
-    taken over at once, with no heartbeat and no in-progress timeout to wait out.
-    Async functions never block the loop; cancelled, they free (or never claim) the key.
-    """
+    `scope`: the function's own records ("function": two functions with one key template never
+    share one) or the app's ("app"). `mode`: after a crash mid-run, AT_LEAST_ONCE reruns once
+    the in-progress record expires (the work may run twice), AT_MOST_ONCE never does (it may
+    stay undone). `in_progress_timeout` (15 s): a running call's heartbeat keeps its record
+    alive, so this bounds how long a *crashed* call holds the key, not how long work may take.
+    `retention` (7 days): how long a completed key is remembered. `payload(*args, **kwargs)`:
+    what a duplicate must match, else `PayloadMismatch` (naming a mapping's differing fields).
+    `result`: an `encode`/`decode` codec for results the default cannot store (see
+    `blobsingleton.results`); an unstorable result raises `ResultNotStorable` at the first
+    call, after its work ran. `on_replay(result)`: given a duplicate's copy, returns what the
+    duplicate returns (each replay is also an `event=replay` record).
+    `on_in_progress`: WAIT (up to `wait_timeout` s, then `AlreadyInProgress`), SKIP, DEFER
+    (re-enqueue on `queue`, visible when the record could next change or after
+    `defer_seconds`), or a callable. `hold_busy`: seconds a delivery that finds its key in
+    progress watches the record in its process before that applies (3 s; 0 for SKIP).
+    `run_without_key=True`: a key the invocation lacks (a missing or empty field) runs the
+    function unguarded, with a warning, instead of raising `KeyTemplateError`. `schedule`: a
+    timer's schedule, for `{occurrence}` keys. `store`: any `RecordStore`; else records are
+    blobs of `storage` (default: AzureWebJobsStorage, `runonce`) in `namespace` (default: app
+    setting BLOBSINGLETON_NAMESPACE, else the host id). `under_lease=True`: the function runs
+    in a `@singleton` whose lease covers this key, so a record in progress is a lost run's and
+    is taken over at once (no heartbeat, no timeout to wait out). Async functions never block
+    the loop; cancelled, they free (or never claim) the key."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     if hold_busy is None:

@@ -1,7 +1,4 @@
-"""The run-once state machine for one key, independent of how the work is called.
-
-How it works: `docs/internals.md`, `_once_handler.py`.
-"""
+"""The run-once state machine for one key, whatever runs the work (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -62,8 +59,7 @@ class Outcome:
 
 
 def payload_hash(payload: Any) -> str:
-    """What a record keeps of a payload: a SHA-256 of it, or of each field of a mapping (so a
-    mismatch can name the fields), as JSON. Bytes and str are hashed as they are."""
+    """A SHA-256 of `payload` (JSON; bytes and str as they are), per field for a mapping."""
     if isinstance(payload, Mapping):
         fields = {str(name): _digest(value)[:32] for name, value in payload.items()}
         return json.dumps(fields, sort_keys=True, separators=(",", ":"))
@@ -89,7 +85,7 @@ def differing_fields(stored: str, current: str) -> tuple[str, ...]:
 
 
 class OnceHandler:
-    """Drives one key through the states above against a `RecordStore`."""
+    """Drives one key through the run-once states (docs/internals.md) on a `RecordStore`."""
 
     def __init__(
         self,
@@ -103,8 +99,7 @@ class OnceHandler:
         clock: Callable[[], float] = time.time,
         under_lease: bool = False,
     ) -> None:
-        """`clock`: wall-clock epoch seconds, for the times a record shows people (`started_at`,
-        `expires_at`); expiry itself is judged in storage's time."""
+        """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time."""
         self.store = store
         self.key = validate_key(key)
         self.payload = payload
@@ -132,7 +127,6 @@ class OnceHandler:
         claimed = self._claimed
         return claimed.attempt if claimed is not None else 0
 
-    # -- deciding ----------------------------------------------------------------------------
     def begin(self) -> Outcome:
         """Save the record in progress, or act on the one there: on EXECUTE the key is ours."""
         record: Record | None = None
@@ -157,9 +151,7 @@ class OnceHandler:
         return existing or self.store.get(self.key)
 
     def _ours(self, record: Record | None, status: Status) -> TypeGuard[Record]:
-        """`record` is this delivery's own, in `status`. A write whose answer was lost (the
-        connection broke, or storage answered 500 after carrying it out) is sent again by the
-        client and meets its own first copy as a conflict: the claim id tells."""
+        """Whether `record` is this delivery's own write (by its claim id), in `status`."""
         return record is not None and record.claim == self._claim_id and record.status == status
 
     def _decide(self, record: Record) -> Outcome | Record:
@@ -185,10 +177,8 @@ class OnceHandler:
         return self._in_progress(record.attempt + 1)
 
     def hold(self, outcome: Outcome, seconds: float) -> Outcome:
-        """A BUSY `outcome`, held up to `seconds` while the store watches the record: decided
-        again as soon as it changes (completed: STORED; freed: claimed), and when it could
-        expire (a crashed run's takeover). Still BUSY after `seconds`, it is returned as of
-        then, so `retry_after` counts from the end of the hold."""
+        """A BUSY `outcome` held up to `seconds` while the store watches the record, decided
+        again when it changes or could expire; still BUSY, it is returned as of then."""
         if outcome.decision != Decision.BUSY or seconds <= 0 or not watches(self.store):
             return outcome
         seen = time.monotonic()
@@ -223,8 +213,7 @@ class OnceHandler:
     async def begin_async(
         self, wait: float = 0.0, poll_interval: float = 1.0, hold: float = 0.0
     ) -> Outcome:
-        """`wait` without blocking the event loop. Cancelled, it claims nothing: a claim its
-        request made after the task was gone is freed."""
+        """`wait` off the event loop; cancelled, it frees any claim its request made."""
         deadline = time.monotonic() + wait
         held = hold
         while True:
@@ -243,14 +232,8 @@ class OnceHandler:
         if outcome.decision == Decision.EXECUTE:
             self.fail()
 
-    # -- settling ----------------------------------------------------------------------------
     def complete(self, stored_result: Any) -> None:
-        """Record the (stored form of the) result; later duplicates get it back.
-
-        A completion storage did not confirm is found out, not assumed: a conflict is read
-        back (ours completed: done; ours still in progress: written again), and a storage
-        failure is retried while the claim can still be alive, so a duplicate does not take
-        over work that ran."""
+        """Record the stored form of the result, which later duplicates get back."""
         claimed = self._take_claim()
         done = claimed.with_(
             status=Status.COMPLETED, result=stored_result,
@@ -281,8 +264,7 @@ class OnceHandler:
         raise RecordConflict(f"run-once key {self.key!r}: completion kept conflicting")
 
     def fail(self) -> None:
-        """Free the key so the next delivery runs the work again (a free storage did not
-        confirm: the record expires by itself within `in_progress_timeout`)."""
+        """Free the key for the next delivery (unconfirmed, the record expires by itself)."""
         claimed = self._take_claim()
         etag = claimed.etag or ""
         for _ in range(2):
@@ -316,10 +298,8 @@ class OnceHandler:
             self._start_beating()
         return Outcome(Decision.EXECUTE, record)
 
-    # -- the heartbeat -----------------------------------------------------------------------
     def _start_beating(self) -> None:
-        """Beat from a thread of its own, started when the first beat is due: most runs end
-        before that and never start one (a test overrides this and drives `_beat_step`)."""
+        """Start a heartbeat thread when the first beat is due (tests drive `_beat_step`)."""
         first_beats.schedule(
             time.monotonic() + self.in_progress_timeout / BEATS_PER_TIMEOUT,
             self._stop_beating,
@@ -381,12 +361,8 @@ class OnceHandler:
             return True
 
     def ensure_held(self) -> None:
-        """Raise `RunLost` unless this run still owns its key: call before a side effect.
-
-        Lost means a heartbeat found the record taken over, or no write of ours has been
-        confirmed for a whole `in_progress_timeout` (by this instance's monotonic clock, from
-        when the write was sent), so another delivery may already be taking over.
-        """
+        """Raise `RunLost` unless this run still owns its key: call before a side effect. Lost:
+        the record was taken over, or no write of ours was confirmed for `in_progress_timeout`."""
         with self._claim_lock:
             claimed, confirmed_at = self._claimed, self._confirmed_at
         if claimed is None or confirmed_at is None:

@@ -1,7 +1,4 @@
-"""How a run-once record is kept in a blob, and read back in storage's time.
-
-How it works: `docs/internals.md`, `_record_blob.py`.
-"""
+"""How a run-once record is kept in a blob, and read back in storage's time (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ MAX_METADATA_RECORD = 4096
 
 
 def metadata(record: Record, body: bytes) -> dict[str, str]:
-    """The metadata a record's blob is written with."""
     values = {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
     if len(body) <= MAX_METADATA_RECORD:
         values[RECORD_METADATA] = base64.b64encode(body).decode("ascii")

@@ -1,7 +1,4 @@
-"""One watcher per process and records namespace: many keys' records, one request per tick.
-
-How it works: `docs/internals.md`, `_record_watch.py`.
-"""
+"""One watcher per process and namespace: many keys' records per request (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
-#: A first read is sent once no other arrived for GATHER_QUIET s, or GATHER_MAX s after it
-#: arrived, with every read that arrived meanwhile; READ_TIMEOUT bounds the wait for an answer.
+#: First reads gather for GATHER_QUIET s of quiet (GATHER_MAX at most); READ_TIMEOUT bounds a wait.
 GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
 #: Bounds of the pace between ticks (seconds).
 MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
@@ -38,18 +34,14 @@ MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 BACKOFF = 1.5
 #: Watch ticks one waiting delivery pays for, and how many a process may save up.
 TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
-#: Below this share of first looks finding the key completed, a delivery creates its record
-#: without reading first (the create's answer says whether it existed).
+#: Below this share of first looks finding the key completed, creates do not read first.
 CREATE_FIRST_BELOW = 0.5
 #: Above this share of creates lost, creates wait their rank (`create_delay`).
 CONTENDED = 0.3
 #: The ranks of copies spread over this many run durations.
 SPREAD_RUNS = 4.0
-#: A listing asks for LIST_SLACK names per name waiting (at most PAGE_SIZE), one page per
-#: tick; names past what it covered are read one by one. Large listings cost the service and
-#: the client far more than their one request suggests: on Azurite a 500-name page with
-#: metadata takes as long as some 50 single reads, and the client spends about an eighth of
-#: a read's CPU deserialising each listed name (a 64-name page: some 8 reads' worth).
+#: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, MAX_PAGES pages); names
+#: past those are read one by one (large listings cost more than one request: internals.md).
 LIST_SLACK, PAGE_SIZE, MAX_PAGES = 8, 32, 1
 #: Fewer names than this waiting are read one by one.
 MIN_LIST = 2
@@ -79,8 +71,7 @@ class _Waiter:
 
 @dataclass
 class _State:
-    """What one tick learned about one blob name: absent, or present with an etag (and the
-    record, when its metadata carried it)."""
+    """What a tick learned of one blob name: absent, or its etag (and record, if listed)."""
 
     present: bool
     etag: str | None = None
@@ -88,16 +79,13 @@ class _State:
 
 
 class RecordWatch:
-    """The watcher of one records namespace in this process (see the module doc)."""
-
     def __init__(
         self,
         container: ContainerClient,
         prefix: str,
         read: Callable[[str], Record | None],
     ) -> None:
-        """`read(key)`: a plain read of one record (used when a listing gives an etag but not
-        the record)."""
+        """`read(key)`: a plain read of one record, for a listing that carries none."""
         self._container = container
         self._prefix = f"{prefix}/"
         self._read = read
@@ -106,9 +94,7 @@ class RecordWatch:
         self._thread: threading.Thread | None = None
         self._run_s = FIRST_TICK
         self._last_arrival = 0.0
-        #: Ticks not asked for by a first read are paid for by the deliveries that wait: each
-        #: adds TICKS_PER_WAIT (up to MAX_TOKENS); without a token the next comes MAX_TICK
-        #: after the last, so a wait is never starved (a crashed run is still seen expire).
+        #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
         self._tokens = MAX_TOKENS
         self._last_tick = 0.0
         #: How often a create here lost to another delivery's (recent, weighted).
@@ -117,13 +103,11 @@ class RecordWatch:
         self._completed = CREATE_FIRST_BELOW
         self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
 
-    # -- what the handler calls ------------------------------------------------------------------
     def watch(
         self, name: str, key: str, etag: str | None, until: float
     ) -> tuple[bool, Record | None]:
-        """Block until the record `name` differs from `etag` (None: absent), or until the
-        monotonic `until`. Returns (changed, record now): record None when absent; when
-        unchanged, what was known at the deadline (None and False if nothing was learnt)."""
+        """Block until record `name` differs from `etag` (None: absent) or monotonic `until`.
+        Returns (changed, record now or last known; None: absent or nothing learnt)."""
         with self._lock:
             pace = self._run_s
             self._tokens = min(MAX_TOKENS, self._tokens + TICKS_PER_WAIT)
@@ -132,8 +116,7 @@ class RecordWatch:
         )
 
     def read(self, name: str, key: str) -> Record | None:
-        """The record `name` now (None: absent), read with every other key read in this
-        process within `GATHER` seconds: one listing for all of them."""
+        """Record `name` now (None: absent), read in one listing with others arriving now."""
         now = time.monotonic()
         waiter = _Waiter(name, key, None, now + READ_TIMEOUT, due=now + GATHER_MAX, fresh=True)
         changed, record = self._wait(waiter)
@@ -159,8 +142,7 @@ class RecordWatch:
             self._completed = 0.9 * self._completed + 0.1 * (1.0 if completed else 0.0)
 
     def create_first(self) -> bool:
-        """Whether keys here are seldom found completed: then creating first saves a read
-        (a new key is created at once; one in progress is watched either way)."""
+        """Whether keys here are seldom found completed, so a create need not read first."""
         with self._lock:
             return self._completed < CREATE_FIRST_BELOW
 
@@ -170,9 +152,8 @@ class RecordWatch:
             self._lost = 0.9 * self._lost + 0.1 * (1.0 if lost else 0.0)
 
     def create_delay(self, key: str) -> float:
-        """Where creates often lose (copies of one event arrive together), a delay before
-        creating: this instance's rank for `key` (a hash of both, the same in every process
-        of an instance, different across instances) times SPREAD_RUNS run durations; else 0."""
+        """Where creates often lose, a delay before creating: this instance's rank for `key`
+        (a hash of both, the same in all its processes) times SPREAD_RUNS runs; else 0."""
         with self._lock:
             if self._lost < CONTENDED:
                 return 0.0
@@ -210,7 +191,6 @@ class RecordWatch:
             while len(self._known) > REMEMBER_MAX:
                 self._known.popitem(last=False)
 
-    # -- the thread --------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(
@@ -283,10 +263,8 @@ class RecordWatch:
                 self._waiters.remove(waiter)
         waiter.released.set()
 
-    # -- one tick's requests -----------------------------------------------------------------
     def _ask(self, names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
-        """The state of each name: one listing over their common prefix, or a read each
-        (conditional on the etag `seen` for it: 304 while it is unchanged)."""
+        """Each name's state: one listing over their common prefix, or a conditional read each."""
         states: dict[str, _State] = {}
         if len(names) >= MIN_LIST:
             page = min(PAGE_SIZE, LIST_SLACK * len(names))
@@ -300,8 +278,8 @@ class RecordWatch:
         return states
 
     def _list(self, prefix: str, last: str, states: dict[str, _State], page_size: int) -> str:
-        """List `prefix` until `last` is covered (or MAX_PAGES); returns the highest name
-        covered. Every listed name gets its state; a name not listed up to there is absent."""
+        """List `prefix` up to `last` (MAX_PAGES at most), noting each listed name's state;
+        returns the highest name covered (names not listed up to it are absent)."""
         covered, marker = "", None
         for _ in range(MAX_PAGES):
             try:

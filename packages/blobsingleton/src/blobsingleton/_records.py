@@ -1,7 +1,4 @@
-"""Run-once records: what is stored per key, and the store of four operations behind it.
-
-How it works: `docs/internals.md`, `_records.py`.
-"""
+"""Run-once records: what is stored per key, and the store behind it (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -36,12 +33,10 @@ class Record:
     result: Any = None
     owner: str = ""
     attempt: int = 1
-    #: Which delivery's claim this is (random, one per delivery): a writer whose answer was
-    #: lost knows the record as its own by it.
+    #: The writing delivery's random claim id: a writer whose answer was lost knows its record.
     claim: str = ""
     etag: str | None = None
-    #: Seconds the record lives after its last write, in storage's time (None: it says only
-    #: when it expires, `expires_at`, judged against the store's read time or the clock).
+    #: Seconds it lives after its last write, in storage's time (None: `expires_at` decides).
     ttl: float | None = None
     #: Storage's time of the last write (the latest it can have been), as the store reports it.
     written_at: float | None = None
@@ -49,10 +44,8 @@ class Record:
     read_at: float | None = None
 
     def remaining(self, now: float | None = None) -> float:
-        """Seconds left before the record expires, in storage's time where the store says it.
-
-        `now` is only consulted for a record whose store reports no storage time at all.
-        """
+        """Seconds left before the record expires, in storage's time where the store says it
+        (`now`, default the clock, only for a store that reports no storage time)."""
         if self.ttl is not None and self.ttl <= 0:
             return 0.0  # written to be abandoned on sight (work guarded by a lease)
         if self.ttl is not None and self.written_at is not None and self.read_at is not None:
@@ -72,10 +65,7 @@ class Record:
 
     @classmethod
     def from_json(cls, raw: bytes, etag: str | None, **beside: Any) -> Record:
-        """The record in `raw`; `beside` are the fields its store keeps outside the body.
-
-        Fields this version does not know (written by a later one) are ignored.
-        """
+        """The record in `raw` (unknown fields ignored), with fields kept outside the body."""
         data = json.loads(raw)
         known = _body_fields()
         values = {k: v for k, v in data.items() if k in known}
@@ -90,13 +80,10 @@ def _body_fields() -> tuple[str, ...]:
 
 
 class RecordStore(ABC):
-    """Persistence of run-once records: four operations, each one storage request.
-
-    Every record a store returns carries its etag and, where the store can tell, `written_at`
-    and `read_at` in storage's time (a record just written: `read_at` is when storage answered).
-    A conflict is `RecordConflict`; a store that knows the record now there passes it as the
-    error's `existing` (the caller reads it otherwise).
-    """
+    """Persistence of run-once records: four operations, each one storage request. A returned
+    record carries its etag and, where the store can tell, `written_at` and `read_at` in
+    storage's time (for a write: when storage answered). A conflict is `RecordConflict`, with
+    the record now there as `existing` if the store knows it."""
 
     @abstractmethod
     def get(self, key: str) -> Record | None:
@@ -115,16 +102,11 @@ class RecordStore(ABC):
         """Delete the record if it still has `etag`; `RecordConflict` otherwise."""
 
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
-        """Optional. Wait until the record of `key` no longer has `etag` (None: until it
-        exists), at the latest until the monotonic time `until`. Returns (changed, record):
-        when changed, the record now (None: deleted); when not, the latest known or None.
-
-        A store that overrides this lets a delivery that finds its key in progress wait in
-        its process for the run to end (`@once(hold_busy=...)`); without it, the delivery gets
-        its busy policy at once."""
+        """Optional: wait until the record of `key` no longer has `etag` (None: exists), until
+        monotonic `until` at the latest; returns (changed, record now or latest known). Without
+        it, `@once(hold_busy=...)` does not hold: a busy delivery gets its policy at once."""
         raise NotImplementedError
 
 
 def watches(store: RecordStore) -> bool:
-    """Whether `store` overrides `RecordStore.watch`."""
     return type(store).watch is not RecordStore.watch

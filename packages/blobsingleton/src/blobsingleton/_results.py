@@ -1,7 +1,4 @@
-"""What a duplicate gets back: the first call's result, stored as JSON and rebuilt fresh.
-
-How it works: `docs/internals.md`, `_results.py`.
-"""
+"""What a duplicate gets back: the first call's result, rebuilt fresh (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ _TIMES: dict[str, type] = {"datetime": dt.datetime, "date": dt.date, "time": dt.
 
 
 class ResultCodec(Protocol):
-    """How `@once(result=...)` stores a result of its own kind: JSON-able `encode` output in,
-    the same value out of `decode`."""
+    """A `@once(result=...)` codec: `encode` gives JSON-able data, `decode` the value back."""
 
     def encode(self, result: Any) -> Any: ...
 
@@ -63,10 +59,8 @@ def _http_response_class() -> Any:
 
 
 def encode(value: Any) -> Any:
-    """`value` as JSON-able data; `Unstorable` for a value of a type this codec cannot store.
-
-    Types are matched exactly: a subclass of `str`, `dict` or `list` other than an `Enum` or a
-    named tuple would come back as its base class, so it is refused rather than changed."""
+    """`value` as JSON-able data; `Unstorable` for a type this codec cannot store (types are
+    matched exactly: a subclass of str, dict or list would come back as its base class)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
@@ -183,7 +177,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 
 class DefaultCodec:
-    """The codec `@once` uses unless given one (see the module)."""
+    """The codec `@once` uses unless given one (see `blobsingleton.results`)."""
 
     def encode(self, result: Any) -> Any:
         return encode(result)

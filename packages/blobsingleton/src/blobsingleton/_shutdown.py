@@ -1,7 +1,4 @@
-"""Release held leases when the process is asked to stop, so a waiter takes over at once.
-
-How it works: `docs/internals.md`, `_shutdown.py`.
-"""
+"""Release held leases when the process is asked to stop (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("blobsingleton")
 
 _held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
-#: What else gives leases back at shutdown: leases a fair holder keeps for a moment after
-#: release (`_keep.hand_on_all`), registered by their module.
+#: What else gives leases back at shutdown (`_keep.hand_on_all`: leases kept after release).
 _also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False
@@ -39,7 +35,6 @@ def forget(lease: BaseLease) -> None:
 
 
 def held() -> list[BaseLease]:
-    """The leases this process holds right now."""
     with _lock:
         return list(_held)
 
@@ -69,14 +64,8 @@ def release_all() -> int:
 
 
 def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
-    """On these signals release held leases, then run the previously installed handler.
-
-    The handler itself only records the signal and wakes a releaser thread (one write to a
-    pipe: no locks, no network, so a signal landing while the main thread holds a lease's lock
-    cannot deadlock). The releaser gives the leases back, then sends the signal to the main
-    thread again, whose handler now runs the previous one (a default handler ends the process
-    as the signal would have). Main thread only; a second call does nothing.
-    """
+    """On these signals release held leases, then run the previously installed handler (the
+    default one ends the process). Main thread only; a second call does nothing."""
     global _installed
     if _installed or threading.current_thread() is not threading.main_thread():
         return

@@ -1,7 +1,4 @@
-"""`@singleton`: WebJobs' `[Singleton]` for Python v2 functions, on blob leases.
-
-How it works: `docs/internals.md`, `_singleton.py`.
-"""
+"""`@singleton`: WebJobs' `[Singleton]` for Python functions, on blob leases (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -46,7 +43,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _current: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
     "singleton_leases", default=()
 )
-#: Whose lease: the function's own, or the app's (see the module).
+#: Whose lease: the function's own, or the app's (see `singleton`).
 Scope = Literal["function", "app"]
 
 
@@ -60,8 +57,7 @@ def held() -> tuple[BaseLease, ...]:
 
 
 def current_lease(key: str | None = None) -> BaseLease:
-    """The lease the running `@singleton` invocation holds (its token, `ensure_held()`); with
-    several keys, the one of resolved `key`."""
+    """The lease the running `@singleton` invocation holds; with several, the one of `key`."""
     leases = _current.get()
     if not leases:
         raise OutsideGuardedCall("current_lease()", "@singleton")
@@ -196,22 +192,21 @@ def singleton(
     fair: bool | None = None,
     namespace: str | None = None,
 ) -> Guarded | MaybeSkipped:
-    """Run the function only while holding the lease named by `key` (a key template), or the
-    leases of several templates (taken in the order of their blob names, so two functions
-    that share keys never wait on each other in opposite orders).
+    """Run the function only while holding the lease of `key`, a key template, or of several
+    (taken in blob-name order, so functions sharing keys never wait on each other in a cycle).
 
-    `scope`: the function's own lease ("function", the default) or the app's ("app": every
-    function naming the same key excludes the others, as WebJobs' `SingletonScope.Host`).
-    `on_busy`: `Busy.WAIT` (default, up to `wait_timeout` s, then `LeaseTimeout` so the host
-    retries), `Busy.SKIP`, `Busy.DEFER` (needs `queue`; delay `defer_seconds`, default one
-    lease period), or a callable returning the result to give instead (e.g. a 409).
-    A lease lost mid-run is logged and raised as `LeaseLost` after the function returns.
-    `fair` (default: True under `Busy.WAIT`): waiters wait in line and get the key in arrival
-    order (an instance at most a few turns in a row); costs one request more per invocation.
-    Async functions never block the loop; cancelled, they release (or never take) the lease.
-    `namespace`: whose keys these are (default: app setting BLOBSINGLETON_NAMESPACE, else the
-    Functions host id), so two apps on one storage account do not block each other.
-    """
+    `scope`: the function's own lease ("function") or the app's ("app": shared by functions
+    naming the key, as WebJobs' `SingletonScope.Host`). `on_busy`: `Busy.WAIT` (up to
+    `wait_timeout` s, then `LeaseTimeout` so the host retries), `Busy.SKIP`, `Busy.DEFER`
+    (re-enqueue on `queue` after `defer_seconds`, default one `period`), or a callable
+    returning the result instead (e.g. a 409). `period`: the lease's length, 15-60 s. `fair`
+    (default: True under WAIT): waiters get the key in arrival order (an instance a few turns
+    in a row at most), for one more request per invocation. `schedule`: a timer's schedule,
+    for `{occurrence}` keys. `container` or `storage`: where the locks live (default:
+    AzureWebJobsStorage, `locks`). `namespace`: whose keys (default: app setting
+    BLOBSINGLETON_NAMESPACE, else the host id). A lease lost mid-run is logged and raised as
+    `LeaseLost` after the function returns. Async functions never block the loop; cancelled,
+    they release (or never take) the lease."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     templates = [key] if isinstance(key, str) else list(key)

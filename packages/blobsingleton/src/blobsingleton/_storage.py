@@ -1,7 +1,4 @@
-"""Storage errors and storage's clock, read in one place, and create-on-missing for containers.
-
-How it works: `docs/internals.md`, `_storage.py`.
-"""
+"""Storage errors, storage's clock and create-on-missing, in one place (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: HTTP dates (`Date`, `Last-Modified`) are whole seconds: an instant read from one may be up
-#: to this much later than the value says.
+#: HTTP dates are whole seconds: the instant may be up to this much later than the value.
 TIME_RESOLUTION = 1.0
 
 
@@ -85,11 +81,8 @@ def epoch(moment: datetime | None) -> float | None:
 
 
 class ServiceTime:
-    """The service's clock at its answer: pass as a call's `raw_response_hook`, read `.at`.
-
-    Errors are answers too (a 404 carries `Date`). A hook the client was built with is still
-    called, so a per-call hook never hides an application's own.
-    """
+    """The service's clock at its answer (errors too): pass as a call's `raw_response_hook`,
+    read `.at`. It calls the hook the client was built with, so an app's hook still runs."""
 
     def __init__(self, client: Any = None) -> None:
         self.at: float | None = None

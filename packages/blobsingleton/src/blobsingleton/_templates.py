@@ -1,7 +1,4 @@
-"""Resolve key templates like WebJobs' `[Singleton("{Region}")]` from a function's arguments.
-
-How it works: `docs/internals.md`, `_templates.py`.
-"""
+"""Resolve key templates like `[Singleton("{Region}")]` from the arguments (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -108,8 +105,7 @@ def _follow(template: str, field: str, value: Any, path: list[str]) -> str:
 
 
 def function_scope(fn: Callable[..., Any]) -> str:
-    """The scope of a function's own keys: its module and qualified name, as a blob name
-    segment (as WebJobs scopes a singleton to `{functionFullName}`)."""
+    """A function's own scope: its module and qualified name as a blob name segment."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{fn.__module__}.{fn.__qualname__}")
 
 
@@ -124,11 +120,8 @@ def _json_object(message: QueueMessageLike) -> dict[str, Any] | None:
 def _occurrence(
     template: str, timer: TimerRequestLike, schedule: str | None, now: datetime | None = None
 ) -> str:
-    """The occurrence this timer invocation stands for, as an ISO UTC timestamp.
-
-    Taken from the host's schedule status and the schedule (`timerschedules.fired_occurrence`),
-    not from the instance's clock alone, so every instance derives the same key.
-    """
+    """The schedule occurrence this timer invocation stands for (ISO UTC), the same on every
+    instance (`timerschedules.fired_occurrence`)."""
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:

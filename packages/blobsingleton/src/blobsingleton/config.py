@@ -4,8 +4,7 @@
 `set_default_credential` apply to everything built from settings; `host_id` and `namespace`
 name whose locks and records these are, `scope_of(fn)` a function's own scope in it (pass it
 as `scope=` to `BlobRecordStore`, `read_lock` or the ops calls); `validate_key`, `encode_key`
-and `blob_name` turn keys from user data into safe blob names.
-"""
+and `blob_name` turn keys from user data into safe blob names."""
 
 from blobsingleton._connection import (
     StorageAccount,

@@ -1,9 +1,6 @@
-"""Every error the library raises: one root, one subclass per failure, all defined here.
-
-Each subclasses the builtin it behaves like (`TimeoutError`, `ValueError`, `LookupError`), so
-`except TimeoutError` works too, carries the data a caller needs as attributes, and survives
-pickling (`__reduce__` rebuilds it from those attributes), so it can cross a process pool.
-"""
+"""Every error the library raises: one root, one subclass per failure. Each also subclasses
+the builtin it behaves like (`except TimeoutError` works), carries its data as attributes and
+survives pickling, so it can cross a process pool."""
 
 from __future__ import annotations
 
@@ -77,7 +74,6 @@ class StorageUnavailable(BlobSingletonError):
         self.cause = str(cause)
 
 
-# -- leases ----------------------------------------------------------------------------------------
 class LeaseError(BlobSingletonError):
     """Root of the lease errors."""
 
@@ -109,7 +105,6 @@ class LeaseNotHeld(LeaseError):
     """An operation that needs the lease was called on a lease that is not held."""
 
 
-# -- run-once records ------------------------------------------------------------------------------
 class OnceError(BlobSingletonError):
     """Root of the run-once errors."""
 
@@ -126,10 +121,8 @@ class AlreadyInProgress(OnceError, TimeoutError):
 
 
 class PayloadMismatch(OnceError, ValueError):
-    """The same key arrived with a different payload than the one recorded.
-
-    `fields`: the names of the payload's fields that differ, when the payload is a mapping
-    (empty for a payload compared whole); names only, never values."""
+    """The same key arrived with a different payload than the one recorded. `fields`: names
+    (never values) of a mapping payload's fields that differ; empty for a payload compared whole."""
 
     _fields = ("key", "fields")
 
@@ -152,10 +145,8 @@ class RunLost(OnceError):
 
 
 class ResultNotStorable(OnceError, TypeError):
-    """A `@once` function returned a value its result codec cannot store, so a duplicate
-    could not get it back. Raised by the first call (after its work ran once: the key is
-    completed, not run again) and by every duplicate; pass `@once(result=codec)` for such a
-    type."""
+    """A `@once` function returned a value its result codec cannot store for duplicates.
+    Raised by the first call (its work ran; the key is completed) and by every duplicate."""
 
     _fields = ("key", "function", "type_name")
 
@@ -171,9 +162,8 @@ class ResultNotStorable(OnceError, TypeError):
 
 
 class RecordConflict(OnceError):
-    """A conditional write lost a race: the record exists, changed, or is gone.
-
-    `existing`: the record there now, when the store knows it without another request."""
+    """A conditional write lost a race (the record exists, changed, or is gone); `existing`:
+    the record there now, when the store knows it without another request."""
 
     def __init__(self, reason: str, existing: Any = None) -> None:
         super().__init__(reason)
@@ -183,7 +173,6 @@ class RecordConflict(OnceError):
         return (type(self), (str(self), self.existing))
 
 
-# -- operations ---------------------------------------------------------------------------------
 class OpsError(BlobSingletonError):
     """An operation an operator asked for cannot be done; the message says why."""
 

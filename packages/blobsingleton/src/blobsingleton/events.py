@@ -4,8 +4,7 @@
     events.emit("stale_writer", warning=True, key="import-acme", token=4)
 
 Every record goes to the `blobsingleton.events` logger with ids, tokens and durations as
-`extra` dimensions and as `key=value` pairs in the message (see the library's page).
-"""
+`extra` dimensions and as `key=value` pairs in the message (see the library's page)."""
 
 from blobsingleton._events import KINDS, emit
 

@@ -2,10 +2,9 @@
 
 `BaseLease` owns acquire/renew/release (a backend implements three private methods);
 `read_lock` shows a lock as anyone sees it; `install_signal_handlers` and `release_all` give
-back what a process holds when it is stopped. `TURNS_IN_A_ROW`: how many turns a process
-that asks again at once may take in a row while others wait in line; `DEFAULT_POLL_INTERVAL`:
-the mean seconds between a blocking acquire's attempts (each jittered 0.5 to 1.5 times it).
-"""
+back what a process holds when it stops. `TURNS_IN_A_ROW`: the turns a process asking again
+at once may take in a row while others wait in line; `DEFAULT_POLL_INTERVAL`: the mean
+seconds between a blocking acquire's attempts (each jittered 0.5 to 1.5 times it)."""
 
 from blobsingleton._blob_lease import read_lock
 from blobsingleton._keep import TURNS as TURNS_IN_A_ROW

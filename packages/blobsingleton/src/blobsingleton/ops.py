@@ -1,21 +1,15 @@
 """The operator's side: list locks and run-once records, break a lock, reset a record.
 
-For any app that uses the library, over the same storage it uses (`from_settings`):
-
     python -m blobsingleton.ops locks [--prefix P] [--json]
     python -m blobsingleton.ops runs [--prefix P] [--state in_progress|completed|expired]
     python -m blobsingleton.ops break KEY [--scope S] --reason TEXT
     python -m blobsingleton.ops reset KEY [--scope S] --reason TEXT
 
-Every command works in one namespace (`--namespace`, default: app setting
-BLOBSINGLETON_NAMESPACE, else this app's Functions host id; see `_namespace`), says which in
-its output, and never touches another app's locks or records on a shared storage account.
-A lock or record is the app's (`scope` null) or one function's own (`scope` is the function,
-as listings show it: pass it to `break` and `reset`).
-
-Breaking a lock is safe because of the fencing token: the next holder's token is higher than
-the one `break_lock` returns, so a store that checks tokens refuses the old holder's writes.
-Every break and reset is recorded in an audit blob (who, when, why, what was there before).
+Every call works on `storage` (default: the app's, `from_settings`) in one `namespace`
+(default: app setting BLOBSINGLETON_NAMESPACE, else the Functions host id), named in its
+output; another app's keys on a shared account are never touched. `scope` is null for the
+app's keys, else the function whose own key it is, as listings show it. A break or reset needs
+a `reason`; it is kept with `by` (who), the time and what was there before in an audit blob.
 """
 
 from __future__ import annotations
@@ -40,7 +34,8 @@ from blobsingleton import _defaults
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
-from blobsingleton._keys import blob_name, encode_key, prefix, validate_key
+from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD
 from blobsingleton._line import WaitingLine
 from blobsingleton._namespace import namespace as resolve_namespace
@@ -124,8 +119,7 @@ def _containers(storage: StorageAccount | None) -> tuple[Any, Any, Any]:
 def _listing(
     container: Any, namespace: str, prefix: str, limit: int, marker: str | None, **kw: Any
 ) -> tuple[list[tuple[str | None, str, Any]], str | None]:
-    """One page of `namespace`'s blobs, as (scope, key, blob) for keys starting with `prefix`
-    (every scope: a page may hold fewer than `limit`); none without a container."""
+    """One page of `namespace` as (scope, key, blob), filtered by `prefix` after listing."""
     pages = container.list_blobs(
         name_starts_with=f"{namespace}/", results_per_page=limit, **kw
     ).by_page(continuation_token=marker or None)
@@ -142,8 +136,7 @@ def _listing(
 
 
 def _key_of(name: str, namespace: str) -> tuple[str | None, str] | None:
-    """(scope, key) of a blob name of `namespace`; None for a blob the library did not write
-    (a line entry, a ticket blob)."""
+    """(scope, key) of a blob name in `namespace`; None for a line entry or a ticket blob."""
     rest = name.removeprefix(f"{namespace}/")
     segment, _, encoded = rest.rpartition("/")
     scope = segment.removeprefix("@") if segment.startswith("@") else None
@@ -156,24 +149,24 @@ def _key_of(name: str, namespace: str) -> tuple[str | None, str] | None:
 def _prefix(namespace: str, scope: str | None) -> str:
     if scope and not _SCOPE.fullmatch(scope):
         raise InvalidRequest(f"invalid scope {scope!r}: a function's scope, as listings show it")
-    return prefix(namespace, scope or None)
+    return scoped_prefix(namespace, scope or None)
 
 
 def _lock_item(scope: str | None, key: str, props: Any) -> dict[str, Any]:
     token = int(props.page_blob_sequence_number or 0)
     owner = Owner.from_metadata(props.metadata or {})
-    current = owner is not None and owner.token == token
     held = props.lease.state == "leased"
+    shown = owner if held and owner is not None and owner.token == token else None
     return {
         "key": key,
         "scope": scope,
         "held": held,
         "lease_state": str(props.lease.state),
         "token": token,
-        "instance": owner.instance if held and current and owner else None,
-        "function": owner.function if held and current and owner else None,
-        "invocation_id": owner.invocation_id if held and current and owner else None,
-        "since": owner.acquired_at.isoformat() if held and current and owner else None,
+        "instance": shown.instance if shown else None,
+        "function": shown.function if shown else None,
+        "invocation_id": shown.invocation_id if shown else None,
+        "since": shown.acquired_at.isoformat() if shown else None,
         "last_change": props.last_modified.isoformat() if props.last_modified else None,
     }
 
@@ -186,23 +179,18 @@ def list_locks(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> Page:
-    """Every lock (held or free) of the namespace whose key starts with `prefix`: one request
-    per page.
-
-    `waiting` counts the fair waiters in the key's line (`BlobLease(fair=True)`, the default of
-    `@singleton(on_busy=WAIT)`) that refreshed their entry within the longest lease period.
-    The holder is shown once it has published its owner record (with its first renewal, or at
-    once with `publish_owner_at_acquire`); a held lock without one shows `instance: null`.
-    The storage service does not tell when a lease expires: a held lease lasts at most one
-    period (15-60 s) past its holder's last renewal.
-    """
+    """One page of locks, held or free, whose key starts with `prefix`: `limit` items from
+    `marker` (a previous page's `next`). `waiting`: live fair waiters in the key's line. The
+    holder shows once it published its owner record (at its first renewal, or at acquire with
+    `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
+    (15-60 s) past its last renewal. One listing, plus one per lock for `waiting`."""
     locks = _containers(storage)[0]
     ns = resolve_namespace(namespace)
     found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
     )
     items = [_lock_item(scope, key, blob) for scope, key, blob in found]
-    for item in items:  # fair waiters in line: one listing per held lock
+    for item in items:  # fair waiters in line: one listing per lock
         name = blob_name(_prefix(ns, item["scope"]), item["key"])
         item["waiting"] = len(WaitingLine(locks, name, item["key"], MAX_PERIOD).live())
         item["waiting"] *= item["held"]
@@ -237,13 +225,10 @@ def list_runs(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> Page:
-    """Run-once records of the namespace whose key starts with `prefix`, optionally in one
-    `state` (expiry judged in storage's time, as the library judges it); with `outcomes`, the
-    stored result of each completed run too (it holds whatever the function returned).
-
-    One listing request per page plus one read per record; filtering happens after the read,
-    so a filtered page may hold fewer than `limit` items (follow `next`).
-    """
+    """One page of run-once records whose key starts with `prefix`, only those in `state` if
+    given (expiry judged in storage's time); with `outcomes`, each completed run's stored result
+    (whatever the function returned). One listing plus one read per record; `state` filters
+    after reading, so a page may hold fewer than `limit` items (follow `next`)."""
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
     records = _containers(storage)[1]
@@ -279,11 +264,9 @@ def break_lock(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """Break the lease on `key` now; audited. Returns the token a new holder will exceed.
-
-    The old holder's next renewal fails (it sees the loss), and its next fenced write carries
-    a token lower than the new holder's, so a store that checks tokens refuses it.
-    """
+    """Break the lease on `key` now (audited); its holder sees the loss at its next renewal.
+    Returns the token now: the next holder's is higher, so a store that checks tokens refuses
+    the old holder's writes."""
     validate_key(key)
     reason = validate_reason(reason)
     locks, _, audit = _containers(storage)
@@ -343,9 +326,6 @@ def reset_run(
     audit_blob = _audit(audit, "reset", entry)
     emit("reset", key=key, by=by, state=previous["state"])
     return {**entry, "audit_blob": audit_blob}
-
-
-# -- command line ----------------------------------------------------------------------------
 
 
 def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any = None) -> None:
@@ -456,17 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(build_parser().parse_args(argv))
 
 
-__all__ = [
-    "InvalidRequest",
-    "NotFound",
-    "NotHeld",
-    "OpsError",
-    "Page",
-    "break_lock",
-    "list_locks",
-    "list_runs",
-    "reset_run",
-]
+__all__ = ["InvalidRequest", "NotFound", "NotHeld", "OpsError", "Page", "break_lock",
+           "list_locks", "list_runs", "reset_run"]  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,13 +1,6 @@
-"""Helpers for queue-triggered functions, public because an app needs them beside the
-decorators: enqueue as the host's trigger expects, and see what a body did to the host's
-trigger metadata.
-
-The host merges a JSON body's top-level fields into the trigger metadata, so a body field
-named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in `func.QueueMessage`
-(`msg.id`, `msg.dequeue_count`...): `overridden_metadata` tells a function which, and
-`describe_id` names a message in a log line without trusting such an id.
-
-`QueueMessageLike` is what they need of `azure.functions.QueueMessage`.
+"""Helpers for queue-triggered functions: enqueue as the host's trigger expects
+(`send_message`), and see which host metadata a JSON body replaced (`overridden_metadata`,
+`describe_id`). `QueueMessageLike` is what they need of `azure.functions.QueueMessage`.
 """
 
 from __future__ import annotations
@@ -34,9 +27,8 @@ class QueueMessageLike(Protocol):
     def get_body(self) -> bytes: ...
 
 
-#: The trigger metadata the host sends with a queue message. The host merges a JSON body's
-#: top-level fields into it case-insensitively, so a body field named like one of these
-#: replaces the queue's value in `func.QueueMessage` (`msg.id`, `msg.dequeue_count`...).
+#: The host's queue trigger metadata. It merges a JSON body's top-level fields into it (any
+#: case), so a body field named like one replaces `msg.id`, `msg.dequeue_count`...
 HOST_QUEUE_METADATA = (
     "Id",
     "DequeueCount",

@@ -5,9 +5,7 @@ The default (`DefaultCodec`) stores JSON values as they are and rebuilds `Decima
 than strings, `Enum` members, named tuples, dataclasses, pydantic models and
 `azure.functions.HttpResponse` as they were; every replay is a new object. For another type,
 pass `@once(result=codec)`: any object with `encode(result) -> JSON value` and
-`decode(data) -> result` (`ResultCodec`); subclass `DefaultCodec` to add a type and keep the
-rest.
-"""
+`decode(data) -> result` (`ResultCodec`); subclass `DefaultCodec` to add a type."""
 
 from blobsingleton._results import DefaultCodec, ResultCodec
 

@@ -10,21 +10,15 @@
         assert memory.records_of(notify).get("email-e1").status == Status.COMPLETED
 
 Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
-`memory.records_of(fn)` (`memory.records` for `scope="app"`), and every `@singleton` takes its
-leases from `memory.locks`, instead of
-Blob Storage: no Azurite, no settings, milliseconds. Both keep storage's rules: records are
-written conditionally (etags) and expire in the backends' clock (`memory.clock`, a
-`FakeClock` a test moves with `advance()`), a lease is free once expired and every
-acquisition increments the fencing token. `Busy.DEFER` still needs a queue: test it with
-`Busy.SKIP` or a callable, or against Azurite.
+`memory.records_of(fn)` (`memory.records` for `scope="app"`) and every `@singleton` takes its
+leases from `memory.locks`: no Azurite, no settings, milliseconds. Both keep storage's rules:
+conditional writes (etags), expiry in `memory.clock` (a `FakeClock` a test moves with
+`advance()`), a lease free once expired, a fencing token incremented per acquisition.
+`Busy.DEFER` still needs a queue: test it with `Busy.SKIP` or a callable, or on Azurite.
 
-The same pieces work on their own: `OnceHandler`-level tests pass a `MemoryRecordStore` as
-`@once(store=...)`, and `MemoryLease` is a `BaseLease` on `MemoryLocks`. Against real storage,
-`RequestCounter` counts what your code sends: pass it as the `raw_request_hook` client option
-(`blobsingleton.config.set_client_options(raw_request_hook=counter)`).
-
-`forget_remembered_records()` makes this process look in storage again for keys it saw
-completed, as a new process would.
+The pieces work alone too: `@once(store=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
+`MemoryLocks`). `RequestCounter` counts what your code sends to real storage: pass it as the
+`raw_request_hook` client option (`blobsingleton.config.set_client_options`).
 """
 
 from __future__ import annotations
@@ -85,11 +79,8 @@ class FakeClock:
 
 
 class MemoryRecordStore(RecordStore):
-    """Run-once records in a dict, with the blob store's conditional writes.
-
-    `clock` stands for storage's clock: records carry `written_at` / `read_at` from it, as the
-    blob store's come from the service's `Last-Modified` and `Date`. `requests` counts calls.
-    """
+    """Run-once records in a dict, with the blob store's conditional writes. `clock` stands
+    for storage's (`written_at`, `read_at`); `requests` counts calls."""
 
     def __init__(self, clock: Any = None) -> None:
         self.clock = clock or FakeClock()
@@ -132,10 +123,8 @@ class MemoryRecordStore(RecordStore):
 def crashed_run(
     store: RecordStore, key: str, in_progress_timeout: float, *, owner: str = "crashed-instance"
 ) -> Record:
-    """Leave in `store` what a `@once` run leaves when its process dies right after claiming
-    `key`: an in-progress record that no heartbeat extends, expiring `in_progress_timeout`
-    seconds after it was written (0: abandoned on sight). For tests of crash recovery, on the
-    blob store or a `MemoryRecordStore` alike."""
+    """Leave in `store` what a `@once` run leaves when its process (`owner`) dies right after
+    claiming `key`: a record in progress, expiring in `in_progress_timeout` s (0: at once)."""
     now = time.time()
     return store.put_if_absent(
         Record(
@@ -242,11 +231,8 @@ class MemoryLease(BaseLease):
 
 @dataclass
 class MemoryBackends:
-    """The backends `memory_backends()` puts in place: one clock, records and locks.
-
-    `records` holds the app's records (`@once(scope="app")`); a function's own records (the
-    default scope) are in `records_of(fn)`. Locks of a function's own `@singleton` are named
-    `{scope}/{key}` in `locks`."""
+    """The backends `memory_backends()` puts in place: one clock, records and locks. `records`
+    holds the app's records; a function's own are in `records_of(fn)`, its locks `lock_name`."""
 
     clock: FakeClock = field(default_factory=FakeClock)
     records: MemoryRecordStore = field(init=False)
@@ -301,9 +287,8 @@ __all__ = [
 
 
 def forget_remembered_records() -> None:
-    """Forget the completed records this process remembers (`@once` answers a duplicate of a
-    key it saw completed within 10 s from memory): the next look goes to storage, as a new
-    process's would. For tests and benchmarks that count requests."""
+    """Forget the completed records this process remembers for 10 s, so the next look goes to
+    storage as a new process's would (for tests and benchmarks that count requests)."""
     from blobsingleton import _record_watch
 
     _record_watch.forget_known()
