@@ -8,23 +8,20 @@ same client options) the library's leases and run-once records use: a connection
 host's default encoding.
 
 The retry budget. Storage answers `503 ServerBusy` and `500 OperationTimedOut` under load, and
-the SDK sends the request again. The Blob and Queue SDKs' default waits 15 s + 3 s before the
-first retry (then 24, 42 s): longer than a run-once record of the app lives unrenewed (15 s),
-so a completion answered 503 landed after another delivery had taken the event over and
-emailed it again. The app's blob and queue clients (`account`) retry instead as `RETRY`
-says: 3 retries about a second apart, at most 4.5 s of waiting per request, whatever
-happens, so retries never pile up into storms nor outlive a record. Where the client options
-name a retry policy already (a test, a host), that one is kept. Table clients keep the
-Tables SDK's own (3 retries of a status, 0, 1.6 and 3.2 s apart).
+the SDK sends the request again. Blob and queue clients built from settings retry as the
+library's `blobsingleton.config.RETRY` says (3 retries about a second apart, at most 4.5 s of
+waiting per request), not the SDKs' default (15 s + 3 s before the first retry, then 24, 42 s:
+longer than a run-once record lives unrenewed), so retries never pile up into storms nor
+outlive a record; client options that name a policy (a test, a host) keep theirs. Table
+clients keep the Tables SDK's own (3 retries of a status, 0, 1.6 and 3.2 s apart).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from azure.storage.blob import LinearRetry
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 from blobsingleton.errors import SettingMissing
@@ -37,32 +34,9 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueClient, QueueServiceClient
 
 
-#: The app's retry budget per blob or queue request (see the module doc): (retries, seconds
-#: between attempts, +- jitter).
-RETRY = (3, 1.0, 0.5)
-
-_budgeted: dict[int, tuple[StorageAccount, StorageAccount]] = {}
-_budgeted_lock = threading.Lock()
-
-
-def retry_policy() -> LinearRetry:
-    """A new retry policy of the app's budget, `RETRY`."""
-    retries, backoff, jitter = RETRY
-    return LinearRetry(backoff=backoff, random_jitter_range=jitter, retry_total=retries)  # type: ignore[arg-type]
-
-
 def account(connection: str = "AzureWebJobsStorage") -> StorageAccount:
-    """The storage account app setting `connection` names, its clients retrying within the
-    app's budget (`retry_policy`) unless its client options name a policy already."""
-    base = from_settings(connection)
-    with _budgeted_lock:
-        found = _budgeted.get(id(base))
-        if found is None or found[0] is not base:
-            budgeted = base
-            if "retry_policy" not in base.client_options:
-                budgeted = base.with_options(retry_policy=retry_policy())
-            found = _budgeted[id(base)] = (base, budgeted)
-        return found[1]
+    """The storage account app setting `connection` names (the library's own: one pool)."""
+    return from_settings(connection)
 
 
 def blob_service(connection: str = "AzureWebJobsStorage") -> BlobServiceClient:
@@ -72,7 +46,7 @@ def blob_service(connection: str = "AzureWebJobsStorage") -> BlobServiceClient:
 
 def queue_service(connection: str = "AzureWebJobsStorage") -> QueueServiceClient:
     """A shared `QueueServiceClient` for the connection's account (use `queue_client()`)."""
-    return account(connection).queue_service()
+    return cast("QueueServiceClient", account(connection).queue_service())
 
 
 def queue_client(queue_name: str, connection: str = "AzureWebJobsStorage") -> QueueClient:

@@ -195,9 +195,9 @@ class ServerErrors:
 def server_errors(
     storage_env: str, azurite: services.Azurite, app_settings: AppSettings
 ) -> Iterator[ServerErrors]:
-    """The app's storage through `ScriptedProxy`s (nothing injected until armed). The app's
-    clients retry within its own budget (`shared.storage.RETRY`, about a second apart); the
-    library's, as the library chooses."""
+    """The app's storage through `ScriptedProxy`s (nothing injected until armed). Its clients
+    (the library's and the app's, one account) retry within `blobsingleton.config.RETRY`,
+    about a second apart."""
     ports = {"blob": azurite.blob_port, "queue": azurite.queue_port, "table": azurite.table_port}
     proxies = {name: ScriptedProxy(port, FaultRates(), seed=0, service=name)
                for name, port in ports.items()}  # fmt: skip

@@ -13,17 +13,21 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
-from azure.core.pipeline.transport import RequestsTransport
+import requests
+from azure.core.pipeline.transport import RequestsTransport, RequestsTransportResponse
 from blobsingleton.config import from_settings
 from blobsingleton.testing import MemoryLease, MemoryLocks, RequestCounter
+from requests.structures import CaseInsensitiveDict
 
 HERE = Path(__file__).resolve().parent
 #: Azurite's well-known development account (public, the same on every machine).
@@ -128,74 +132,88 @@ class SteppedLease(MemoryLease):
         super().__init__(key, locks, period, drive_renewal=True, **options)
 
 
-class StorageFaults(RequestsTransport):
-    """A transport over the real one to Azurite that answers chosen requests as Azure does
-    under load, or loses their answers:
+#: The service's answers, by the name a test arms them with: (status, code, message, lands).
+ANSWERS = {
+    "server_busy": (503, "ServerBusy", "The server is currently unable to receive requests. "
+                    "Please retry your request.", False),
+    "operation_timed_out": (500, "OperationTimedOut", "The operation could not be completed "
+                            "within the permitted time. The operation may or may not have "
+                            "succeeded on the server side.", True),
+    "internal_error": (500, "InternalError", "The server encountered an internal error. "
+                       "Please retry the request.", True),
+}  # fmt: skip
+LOST = ("operation_timed_out", "internal_error")
+Matcher = Callable[[Any], bool]
 
-    "503"    not sent; answered `503 ServerBusy` (the request was not carried out)
-    "500"    sent, it lands; its answer replaced by `500 OperationTimedOut` (the operation
-             "may or may not have completed")
-    "reset"  sent, it lands; the connection breaks before the answer is read
-    "rival"  `before()` runs (another writer gets in), then the request fails unsent
 
-    `arm(fault, times, where)` faults the next `times` requests `where(request)` selects (by
-    default a write of a blob: PUT or DELETE, not of a container).
-    """
+def azure_error(request: Any, kind: str) -> RequestsTransportResponse:
+    """`kind`'s answer to `request` as Azure Storage writes it."""
+    status, code, message, _ = ANSWERS[kind]
+    request_id = str(uuid.uuid4())
+    text = f"{message}\nRequestId:{request_id}\nTime:{time.strftime('%Y-%m-%dT%H:%M:%S')}Z"
+    body = (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+        f"<Message>{text}</Message></Error>"
+    ).encode()
+    answer = requests.Response()
+    answer.status_code, answer.reason, answer.url = status, message, request.url
+    answer.headers = CaseInsensitiveDict({
+        "Content-Type": "application/xml", "Content-Length": str(len(body)),
+        "x-ms-error-code": code, "x-ms-request-id": request_id,
+        "Date": formatdate(usegmt=True),
+    })  # fmt: skip
+    answer._content = b"" if request.method == "HEAD" else body
+    answer._content_consumed = True
+    return RequestsTransportResponse(request, answer)
+
+
+class AzureUnderLoad(RequestsTransport):
+    """The real transport; the requests `arm`ed for get Azure's answers under load (a 500
+    `delay` s after the request landed, if asked); `backoffs` are the retry policy's waits,
+    recorded, not slept."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.fault, self.left = "", 0
-        self.where: Any = _writes_a_blob
-        self.before: Any = None
-        self.methods: Counter[str] = Counter()
+        self._script: list[tuple[Matcher, str, float]] = []
+        self._lock = threading.Lock()
+        self.backoffs: list[float] = []
+        self.answered: Counter[str] = Counter()
 
-    def arm(self, fault: str, times: int = 1, where: Any = None, before: Any = None) -> None:
-        self.fault, self.left = fault, times
-        self.where, self.before = where or _writes_a_blob, before
+    def arm(self, kind: str, when: Matcher, times: int = 1, delay: float = 0.0) -> None:
+        with self._lock:
+            self._script.extend([(when, kind, delay)] * times)
+
+    def armed(self) -> int:
+        with self._lock:
+            return len(self._script)
+
+    def sleep(self, duration: float) -> None:
+        self.backoffs.append(duration)
 
     def send(self, request: Any, **kwargs: Any) -> Any:
-        self.methods[request.method] += 1
-        if not (self.left and self.where(request)):
+        with self._lock:
+            found = next((i for i, (when, _, _) in enumerate(self._script) if when(request)), None)
+            fate = self._script.pop(found) if found is not None else None
+        if fate is None:
             return super().send(request, **kwargs)
-        self.left -= 1
-        if self.fault == "503":
-            return _azure_error(request, 503, "ServerBusy", "The server is busy.")
-        if self.fault == "rival":
-            if self.before is not None:
-                self.before()
-            raise ServiceRequestError("connection refused (injected)")
-        answer = super().send(request, **kwargs)
-        answer.internal_response.close()
-        if self.fault == "reset":
-            raise ServiceResponseError("connection reset by peer (injected)")
-        return _azure_error(
-            request, 500, "OperationTimedOut",
-            "Operation could not be completed within the specified time.",
-        )  # fmt: skip
+        _, kind, delay = fate
+        if ANSWERS[kind][3]:  # it lands; its real answer is dropped
+            super().send(request, **kwargs).internal_response.close()
+        time.sleep(delay)
+        self.answered[kind] += 1
+        return azure_error(request, kind)
 
 
-def _writes_a_blob(request: Any) -> bool:
-    return request.method in ("PUT", "DELETE") and "restype=container" not in request.url
+def record_write(key: str) -> Matcher:
+    """A write (PUT, DELETE) of the run-once record of `key`."""
+    return lambda r: r.method in ("PUT", "DELETE") and r.url.split("?")[0].endswith(f"/{key}")
 
 
-def _azure_error(request: Any, status: int, code: str, message: str) -> Any:
-    """An answer as Azure Storage gives it: the error code header and the XML error body."""
-    import email.utils
-    import uuid
+def lease_action(action: str) -> Matcher:
+    """A Lease Blob request doing `action` (acquire, renew, release, change)."""
+    return lambda r: "comp=lease" in r.url and r.headers.get("x-ms-lease-action") == action
 
-    import requests
-    from azure.core.pipeline.transport._requests_basic import RequestsTransportResponse
 
-    body = (
-        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-        f"<Message>{message}\nRequestId:{uuid.uuid4()}</Message></Error>"
-    ).encode()
-    response = requests.Response()
-    response.status_code, response._content, response.url = status, body, request.url
-    response.reason = "Server Busy" if status == 503 else "Operation Timed Out"
-    response.headers.update({
-        "x-ms-error-code": code, "x-ms-request-id": str(uuid.uuid4()),
-        "Content-Type": "application/xml", "Content-Length": str(len(body)),
-        "Date": email.utils.formatdate(usegmt=True),
-    })  # fmt: skip
-    return RequestsTransportResponse(request, response)
+def fence(request: Any) -> bool:
+    """The fencing token's increment (Set Blob Properties, sequence number)."""
+    return "comp=properties" in request.url and "x-ms-sequence-number-action" in request.headers

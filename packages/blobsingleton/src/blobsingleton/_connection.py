@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -14,7 +15,15 @@ from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
-    from azure.storage.queue import QueueServiceClient
+
+#: What a client built here retries a failed request with, unless its options say otherwise:
+#: 3 more attempts about a second apart (at most 4.5 s of waiting), well within a third of the
+#: 15 s a run-once claim or a lease lives unconfirmed. The SDK's default first waits 15 to 21 s,
+#: past the claim it was serving (docs/storage-under-load.md). Timeouts: seconds to connect,
+#: and without a byte read.
+RETRY = {"backoff": 1.0, "random_jitter_range": 0.5, "retry_total": 3}
+TIMEOUTS = {"connection_timeout": 5, "read_timeout": 20}
+_RETRY_OPTIONS = ("retry_policy", "retry_total", "retry_connect", "retry_read", "retry_status")
 
 
 @dataclass(frozen=True)
@@ -44,20 +53,20 @@ class StorageAccount:
 
     def blob_service(self) -> BlobServiceClient:
         """The account's `BlobServiceClient` (built once, shared by every lease and record)."""
-        from azure.storage.blob import BlobServiceClient
+        return self._client("blob", "BlobServiceClient", self.blob_url)  # type: ignore[no-any-return]
 
-        return self._client("blob", BlobServiceClient, self.blob_url)  # type: ignore[no-any-return]
-
-    def queue_service(self) -> QueueServiceClient:
+    def queue_service(self) -> Any:
         """The account's `QueueServiceClient` (deferral only; needs `azure-storage-queue`)."""
-        from azure.storage.queue import QueueServiceClient
+        return self._client("queue", "QueueServiceClient", self.queue_url)
 
-        return self._client("queue", QueueServiceClient, self.queue_url)  # type: ignore[no-any-return]
-
-    def _client(self, kind: str, client_cls: Any, url: str | None) -> Any:
+    def _client(self, kind: str, class_name: str, url: str | None) -> Any:
         with self._lock:
             if kind not in self._cache:
-                options = {**self.client_options}
+                sdk = importlib.import_module(f"azure.storage.{kind}")
+                client_cls = getattr(sdk, class_name)
+                options = {**TIMEOUTS, **self.client_options}
+                if not any(name in options for name in _RETRY_OPTIONS):
+                    options["retry_policy"] = sdk.LinearRetry(**RETRY)
                 given_once = requests_environment() if "transport" not in options else None
                 for option, value in (given_once or {}).items():
                     options.setdefault(option, value)
@@ -157,10 +166,9 @@ def _read_settings(name: str, client_options: dict[str, Any]) -> StorageAccount:
     if _default_credential:
         credential = _default_credential[0]
     else:
-        from azure.identity import DefaultAzureCredential
-
+        azure_identity = importlib.import_module("azure.identity")  # the [identity] extra
         client_id = setting(f"{name}__clientId")
-        credential = DefaultAzureCredential(managed_identity_client_id=client_id)
+        credential = azure_identity.DefaultAzureCredential(managed_identity_client_id=client_id)
     return StorageAccount(
         blob_url=blob, queue_url=queue, credential=credential,
         client_options=client_options, name=name,

@@ -112,6 +112,9 @@ class _RecordGuard(Guard):
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
+        # A claim known as ours only after its record could expire (a create answered 500 after
+        # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
+        self.handler.ensure_held()
         leases = held()
         self.handler.token = leases[0].token if len(leases) == 1 else None
         token = _current.set(self.handler)

@@ -52,10 +52,9 @@ def _import(path: str) -> Any:
 
 def _http_response_class() -> Any:
     try:
-        from azure.functions import HttpResponse
+        return importlib.import_module("azure.functions").HttpResponse
     except ImportError:  # pragma: no cover - the worker's SDK is not installed
         return None
-    return HttpResponse
 
 
 def encode(value: Any) -> Any:

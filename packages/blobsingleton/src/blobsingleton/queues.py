@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 from typing import Protocol, runtime_checkable
 
@@ -64,12 +65,11 @@ def send_message(
 ) -> str:
     """Enqueue `body` base64-encoded (the host's default), creating the queue if missing;
     returns the new message's queue id."""
-    from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
-
+    sdk = importlib.import_module("azure.storage.queue")  # the [queue] extra
     client = storage.queue_service().get_queue_client(
         queue,
-        message_encode_policy=BinaryBase64EncodePolicy(),
-        message_decode_policy=BinaryBase64DecodePolicy(),
+        message_encode_policy=sdk.BinaryBase64EncodePolicy(),
+        message_decode_policy=sdk.BinaryBase64DecodePolicy(),
     )
     try:
         sent = client.send_message(body, visibility_timeout=visibility_timeout)

@@ -2,130 +2,36 @@
 
 Azure Storage documents three answers every client meets at scale: `503 ServerBusy` (the
 request was not carried out), `500 OperationTimedOut` and `500 InternalError` (it may or may
-not have completed). `AzureUnderLoad` is the real transport to the real Azurite, answering
-the requests armed for it as the service does: a 503 without sending the request, a 500
-after the request landed (its real answer dropped), with the service's XML error body and
-`x-ms-error-code`, so the SDK parses it as Azure's. The SDK's retry back-offs are recorded
-and not slept (`load`): the tests run fast, and the retry budget of the library's own clients
-is measured, not waited for.
+not have completed); a connection can also break after the request landed. `AzureUnderLoad`
+(libsupport) is the real transport to the real Azurite, answering the requests armed for it as
+the service does: a 503 without sending the request, a 500 after the request landed (its real
+answer dropped), with the service's XML error body and `x-ms-error-code`, so the SDK parses it
+as Azure's. The SDK's retry back-offs are recorded and not slept: the tests run fast, and the
+retry budget of the library's own clients is measured, not waited for.
 
-Every client here is the library's own, built from a `StorageAccount` whose only option is
-the transport: its retry policy is whatever the library chooses.
-
-Tests marked `xfail(strict=True)` pin behaviour the library does not have yet (issue 35); each
-names the diagnosis. They fail today as expected; once the fix lands they pass, and strict
-mode turns that into a failure until the mark is removed.
+A write that landed meets its own first copy when the client sends it again. A run must find
+out: its claim, heartbeat, completion and free are known as its own by the record's claim id,
+a rival's write is still a conflict, a completion storage keeps refusing is tried again while
+the claim can live, and the work never starts on a claim whose record could have expired.
+Leases: an acquire, fence, renewal or release answered 500 after it landed leaves the lease as
+it should be.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable
-from email.utils import formatdate
 from typing import Any
 
 import pytest
-import requests
-from azure.core.pipeline.transport import (
-    HttpTransport,
-    RequestsTransport,
-    RequestsTransportResponse,
-)
+from azure.core.pipeline.transport import HttpTransport
 from azure.storage.blob import BlobServiceClient
 from blobsingleton import BlobLease, StorageAccount, once
-from blobsingleton.errors import RecordConflict, RunLost
+from blobsingleton._once_handler import Decision, OnceHandler
+from blobsingleton.errors import RunLost, StorageUnavailable
 from blobsingleton.records import BlobRecordStore, Record, Status
-from requests.structures import CaseInsensitiveDict
-
-#: The service's answers, by the name a test arms them with: (status, code, message, lands).
-ANSWERS = {
-    "server_busy": (503, "ServerBusy", "The server is currently unable to receive requests. "
-                    "Please retry your request.", False),
-    "operation_timed_out": (500, "OperationTimedOut", "The operation could not be completed "
-                            "within the permitted time. The operation may or may not have "
-                            "succeeded on the server side.", True),
-    "internal_error": (500, "InternalError", "The server encountered an internal error. "
-                       "Please retry the request.", True),
-}  # fmt: skip
-LOST = ("operation_timed_out", "internal_error")
-Matcher = Callable[[Any], bool]
-
-
-def azure_error(request: Any, kind: str) -> RequestsTransportResponse:
-    """`kind`'s answer to `request` as Azure Storage writes it."""
-    status, code, message, _ = ANSWERS[kind]
-    request_id = str(uuid.uuid4())
-    text = f"{message}\nRequestId:{request_id}\nTime:{time.strftime('%Y-%m-%dT%H:%M:%S')}Z"
-    body = (
-        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-        f"<Message>{text}</Message></Error>"
-    ).encode()
-    answer = requests.Response()
-    answer.status_code, answer.reason, answer.url = status, message, request.url
-    answer.headers = CaseInsensitiveDict({
-        "Content-Type": "application/xml", "Content-Length": str(len(body)),
-        "x-ms-error-code": code, "x-ms-request-id": request_id,
-        "Date": formatdate(usegmt=True),
-    })  # fmt: skip
-    answer._content = b"" if request.method == "HEAD" else body
-    answer._content_consumed = True
-    return RequestsTransportResponse(request, answer)
-
-
-class AzureUnderLoad(RequestsTransport):
-    """The real transport; the requests `arm`ed for get Azure's answers under load (a 500
-    `delay` s after the request landed, if asked); `backoffs` are the retry policy's waits,
-    recorded, not slept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._script: list[tuple[Matcher, str, float]] = []
-        self._lock = threading.Lock()
-        self.backoffs: list[float] = []
-        self.answered: Counter[str] = Counter()
-
-    def arm(self, kind: str, when: Matcher, times: int = 1, delay: float = 0.0) -> None:
-        with self._lock:
-            self._script.extend([(when, kind, delay)] * times)
-
-    def armed(self) -> int:
-        with self._lock:
-            return len(self._script)
-
-    def sleep(self, duration: float) -> None:
-        self.backoffs.append(duration)
-
-    def send(self, request: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            found = next((i for i, (when, _, _) in enumerate(self._script) if when(request)), None)
-            fate = self._script.pop(found) if found is not None else None
-        if fate is None:
-            return super().send(request, **kwargs)
-        _, kind, delay = fate
-        if ANSWERS[kind][3]:  # it lands; its real answer is dropped
-            super().send(request, **kwargs).internal_response.close()
-        time.sleep(delay)
-        self.answered[kind] += 1
-        return azure_error(request, kind)
-
-
-def record_write(key: str) -> Matcher:
-    """A write (PUT, DELETE) of the run-once record of `key`."""
-    return lambda r: r.method in ("PUT", "DELETE") and r.url.split("?")[0].endswith(f"/{key}")
-
-
-def lease_action(action: str) -> Matcher:
-    """A Lease Blob request doing `action` (acquire, renew, release, change)."""
-    return lambda r: "comp=lease" in r.url and r.headers.get("x-ms-lease-action") == action
-
-
-def fence(request: Any) -> bool:
-    """The fencing token's increment (Set Blob Properties, sequence number)."""
-    return "comp=properties" in request.url and "x-ms-sequence-number-action" in request.headers
+from libsupport import LOST, AzureUnderLoad, fence, lease_action, record_write
 
 
 @pytest.fixture
@@ -170,68 +76,129 @@ def claim(key: str, owner: str = "me") -> Record:
                   owner=owner, ttl=60.0)  # fmt: skip
 
 
-# -- run-once records ------------------------------------------------------------------------
+def run(store: BlobRecordStore, key: str = "job") -> OnceHandler:
+    """A delivery whose heartbeat the test drives (`_beat_step`)."""
+    handler = OnceHandler(store, key, in_progress_timeout=60.0)
+    handler._start_beating = lambda: None  # type: ignore[method-assign]
+    return handler
+
+
+def duplicate(storage_env: str, container_name: str, key: str = "job") -> Any:
+    return run(rival_store(storage_env, container_name), key).begin()
+
+
+# -- run-once records: one delivery's own writes -------------------------------------------
 
 
 @pytest.mark.parametrize("kind", LOST)
-def test_a_claim_answered_500_after_it_landed_is_known_as_ours(
-    store: BlobRecordStore, load: AzureUnderLoad, kind: str
-) -> None:
-    load.arm(kind, record_write("k"))
-    written = store.put_if_absent(claim("k"))  # sent again: met its own record (409)
-    assert load.answered[kind] == 1
-    stored = store.get("k")
-    assert stored is not None and stored.owner == "me" and stored.etag == written.etag
+def test_a_claim_answered_500_after_it_landed_is_this_runs_own(
+    store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str,
+    kind: str,
+) -> None:  # fmt: skip
+    load.arm(kind, record_write("job"))
+    claimed = run(store).begin()  # the create landed; its copy met BlobAlreadyExists
+    assert claimed.decision == Decision.EXECUTE and load.answered[kind] == 1
+    stored = rival_store(storage_env, container_name).get("job")
+    assert stored is not None and claimed.record.etag == stored.etag  # the next write's etag
+    assert duplicate(storage_env, container_name).decision == Decision.BUSY
 
 
 def test_a_claim_answered_503_is_sent_again_and_made(
     store: BlobRecordStore, load: AzureUnderLoad
 ) -> None:
-    load.arm("server_busy", record_write("k"))
-    store.put_if_absent(claim("k"))
+    load.arm("server_busy", record_write("job"))
+    assert run(store).begin().decision == Decision.EXECUTE
     assert load.answered["server_busy"] == 1
-    stored = store.get("k")
-    assert stored is not None and stored.owner == "me"
 
 
-def test_a_rival_write_between_a_503_and_its_retry_is_still_a_conflict(
+@pytest.mark.parametrize("kind", LOST)
+def test_a_heartbeat_answered_500_after_it_landed_keeps_the_key(
+    store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str,
+    kind: str,
+) -> None:  # fmt: skip
+    handler = run(store)
+    assert handler.begin().decision == Decision.EXECUTE
+    load.arm(kind, record_write("job"))
+    assert handler._beat_step()  # landed; its copy met 412: read back, its own
+    assert not handler.lost.is_set()
+    handler.ensure_held()
+    assert handler._beat_step()  # the next beat goes on from the landed one's etag
+    handler.complete("sent")
+    outcome = duplicate(storage_env, container_name)
+    assert outcome.decision == Decision.STORED and outcome.record.result == "sent"
+
+
+@pytest.mark.parametrize("kind", LOST)
+def test_a_completion_answered_500_after_it_landed_is_done(
+    store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str,
+    kind: str,
+) -> None:  # fmt: skip
+    handler = run(store)
+    assert handler.begin().decision == Decision.EXECUTE
+    load.arm(kind, record_write("job"))
+    handler.complete("sent")
+    outcome = duplicate(storage_env, container_name)
+    assert outcome.decision == Decision.STORED and outcome.record.result == "sent"
+
+
+def test_a_completion_that_never_lands_is_raised_not_taken_for_done(
+    store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str
+) -> None:
+    handler = run(store)
+    assert handler.begin().decision == Decision.EXECUTE
+    load.arm("server_busy", record_write("job"), times=100)
+    with pytest.raises(StorageUnavailable):
+        handler.complete("sent")
+    assert duplicate(storage_env, container_name).decision == Decision.BUSY  # still its claim
+
+
+@pytest.mark.parametrize("kind", LOST)
+def test_a_free_answered_500_after_it_landed_is_done(
+    store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str,
+    kind: str,
+) -> None:  # fmt: skip
+    handler = run(store)
+    assert handler.begin().decision == Decision.EXECUTE
+    load.arm(kind, record_write("job"))
+    handler.fail()  # the delete landed; its copy met BlobNotFound
+    assert rival_store(storage_env, container_name).get("job") is None
+
+
+def test_a_rivals_claim_between_a_503_and_its_retry_is_still_a_conflict(
     store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str
 ) -> None:
     rival = rival_store(storage_env, container_name)
 
     def rival_gets_in(request: Any) -> bool:
-        if not record_write("k")(request):
+        if not record_write("job")(request):
             return False
-        rival.put_if_absent(claim("k", owner="rival"))
+        # (written straight to its blob: the transport's lock is held while this runs)
+        rival._write(claim("job", owner="rival").with_(claim="rival's"), "create", overwrite=False)
         return True
 
     load.arm("server_busy", rival_gets_in)
-    with pytest.raises(RecordConflict):
-        store.put_if_absent(claim("k"))
-    stored = store.get("k")
-    assert stored is not None and stored.owner == "rival"
+    outcome = run(store).begin()
+    assert outcome.decision == Decision.BUSY and outcome.record.claim == "rival's"
 
 
-@pytest.mark.parametrize("kind", LOST)
-def test_a_heartbeat_answered_500_after_it_landed_goes_on_from_its_own_write(
-    store: BlobRecordStore, load: AzureUnderLoad, kind: str
+def test_a_conflict_at_the_first_attempt_costs_one_read(
+    storage_env: str, container_name: str
 ) -> None:
-    first = store.put_if_absent(claim("k"))
-    load.arm(kind, record_write("k"))
-    beat = store.replace(first.with_(expires_at=3.0), first.etag or "")  # the copy met 412
-    again = store.replace(beat.with_(expires_at=4.0), beat.etag or "")  # from the right etag
-    stored = store.get("k")
-    assert stored is not None and (stored.expires_at, stored.etag) == (4.0, again.etag)
+    from blobsingleton.testing import RequestCounter
+
+    counter = RequestCounter()
+    client = BlobServiceClient.from_connection_string(storage_env, raw_request_hook=counter)
+    counted = BlobRecordStore(client.get_container_client(container_name), namespace="errors")
+    counted.put_if_absent(  # (the process's watcher of these records reads through it)
+        Record(key="warm", status=Status.COMPLETED, started_at=1, expires_at=2, ttl=60)
+    )
+    assert run(rival_store(storage_env, container_name)).begin().decision == Decision.EXECUTE
+    counter.reset()
+    assert run(counted).begin().decision == Decision.BUSY
+    assert counter.by_method() == {"PUT": 1, "GET": 1}  # the create, then what is there
 
 
-@pytest.mark.parametrize("kind", LOST)
-def test_a_free_answered_500_after_it_landed_is_done(
-    store: BlobRecordStore, load: AzureUnderLoad, kind: str
-) -> None:
-    first = store.put_if_absent(claim("k"))
-    load.arm(kind, record_write("k"))
-    store.delete("k", first.etag or "")  # the copy met BlobNotFound
-    assert store.get("k") is None
+# -- run-once records: what a decorated function sees ---------------------------------------
 
 
 @pytest.mark.parametrize("kind", [*LOST, "server_busy"])
@@ -257,13 +224,6 @@ def test_a_completion_answered_with_an_error_runs_the_work_once(
     assert runs == [name, other]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35, window W1: a claim known as ours only after its record could have "
-    "expired still runs the work (OnceHandler._decide -> _claim(claim, sent_at) returns "
-    "EXECUTE without checking monotonic() - sent_at against in_progress_timeout; the "
-    "decorator runs the body without ensure_held())",
-)
 def test_the_work_never_starts_on_a_claim_whose_record_has_expired(
     store: BlobRecordStore, load: AzureUnderLoad, storage_env: str, container_name: str
 ) -> None:
@@ -288,13 +248,6 @@ def test_the_work_never_starts_on_a_claim_whose_record_has_expired(
     assert all(alive_at_start), alive_at_start
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35, window W4: a completion still failing after the SDK's retries "
-    "(StorageUnavailable) escapes the decorator after the work ran (OnceHandler.complete "
-    "catches RecordConflict only); the host retries the delivery and, once the unbeaten "
-    "record expires, another delivery runs the work again",
-)
 def test_a_completion_refused_by_every_sdk_attempt_is_still_written(
     store: BlobRecordStore, load: AzureUnderLoad
 ) -> None:
@@ -315,13 +268,6 @@ def test_a_completion_refused_by_every_sdk_attempt_is_still_written(
     assert work(name) == name and runs == [name]  # the stored result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35, window W3: a heartbeat whose outcome stayed unknown (500 on every "
-    "SDK attempt) and had landed makes the next beat meet 412 on its first attempt, which "
-    "_write does not read back (no retry in that call): the run declares itself lost, its "
-    "completion conflicts, and the record is left in progress for another delivery",
-)
 def test_a_heartbeat_whose_outcome_stayed_unknown_does_not_lose_the_run(
     store: BlobRecordStore, load: AzureUnderLoad
 ) -> None:
@@ -349,13 +295,6 @@ def test_a_heartbeat_whose_outcome_stayed_unknown_does_not_lose_the_run(
 # -- the retry budget of the library's own clients ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35, window W2: the library builds its clients with the Storage SDK's "
-    "default ExponentialRetry (first retry after 15 s + 3 +-3 s, then 24, 42 s); a record "
-    "write answered 503 lands 15-21 s later, after its 15 s in-progress record expired "
-    "(_connection.StorageAccount._client sets no retry_policy)",
-)
 def test_a_record_write_answered_503_is_retried_within_a_heartbeat_interval(
     store: BlobRecordStore, load: AzureUnderLoad
 ) -> None:
@@ -366,11 +305,6 @@ def test_a_record_write_answered_503_is_retried_within_a_heartbeat_interval(
     assert load.backoffs[0] <= 15.0 / 3  # the default in_progress_timeout / beats per timeout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35: a lease request answered 503 is retried by the SDK's default policy "
-    "after 15-21 s, past the 15 s lease it serves (acquire, fence, release alike)",
-)
 def test_a_lease_acquire_answered_503_is_retried_within_a_third_of_the_period(
     account: StorageAccount, load: AzureUnderLoad
 ) -> None:
