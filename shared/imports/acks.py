@@ -115,7 +115,8 @@ class AckErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
-        self._current: Any = None  # the err_seg of the segment being read
+        self._current: Any = None  # the err_seg of the segment being read, once in error
+        self._pending: tuple[Any, ...] | None = None  # add_seg's arguments until then
         self._element: Any = None  # the map node of the element being reported
         self._elements: dict[int, Any] = {}
         self._envelope: str | None = None  # the envelope segment being read, if one
@@ -125,7 +126,16 @@ class AckErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
     def _finish(self) -> None:
         if self._current is not None and self._current.err_count() > 0:
             self.finished.append(self._current)
-        self._current, self._elements, self._element = None, {}, None
+        self._current, self._pending, self._element = None, None, None
+        if self._elements:
+            self._elements = {}
+
+    def _node(self) -> Any:
+        """The current segment's err_seg, made at its first error (most segments have none)."""
+        if self._current is None and self._pending is not None:
+            self._current = pyx12.error_handler.err_seg(None, *self._pending)
+            self._pending = None
+        return self._current
 
     def take(self) -> tuple[list[Any], list[tuple[str, str]]]:
         """The segments in error finished since the last call, and coded envelope errors."""
@@ -165,8 +175,7 @@ class AckErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
                 ls_id: str | None) -> None:  # fmt: skip
         self._finish()
         self._envelope = None
-        self._current = pyx12.error_handler.err_seg(None, map_node, seg, seg_count, cur_line,
-                                                    ls_id)  # fmt: skip
+        self._pending = (map_node, seg, seg_count, cur_line, ls_id)
 
     def add_ele(self, map_node: Any) -> None:
         self._element = map_node
@@ -174,15 +183,16 @@ class AckErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
     def seg_error(self, err_cde: str, err_str: str, err_value: str | None = None,
                   src_line: int | None = None) -> None:  # fmt: skip
         super().seg_error(err_cde, err_str, err_value, src_line)
-        if self._current is not None:
-            self._current.add_error(err_cde, err_str, None)
+        node = self._node()
+        if node is not None:
+            node.add_error(err_cde, err_str, None)
 
     def ele_error(self, err_cde: str, err_str: str, bad_value: str | None,
                   refdes: str | None = None) -> None:  # fmt: skip
         super().ele_error(err_cde, err_str, bad_value, refdes)
         if self._element is None:
             return
-        if self._current is None:
+        if self._node() is None:
             if self._envelope is not None:
                 node = pyx12.error_handler.err_ele(None, self._element)
                 found = envelope_code(self._envelope, node.ele_pos)

@@ -96,12 +96,19 @@ def _mask(message: str, value: object) -> str:
 _MEMBER_LOOP = "2000"
 
 
-class _EnvelopeErrors(AckErrors):
-    """The error list of the envelope pass (`scan_envelope`). That pass discards errors of
-    segments inside member loops (the members pass validates and rejects each loop on its
-    own), so pyx12's element validation is not run on them there: see
-    `_validate_segment`. Loop structure (the map walk: which loop a segment opens, segment
-    and loop counts, usage) is still checked on every segment."""
+class _Errors(AckErrors):
+    """The error list of a pass. `skip_member_elements`: pyx12's element validation is not
+    run on segments inside member loops (`_validate_segment`); loop structure (the map
+    walk: which loop a segment opens, segment and loop counts, usage) is still checked on
+    every segment. Set for the whole envelope pass, which discards errors of segments
+    inside member loops (the members pass validates and rejects each loop on its own), and
+    by the members pass while it reads a family over IMPORT_MAX_FAMILY_DEPENDENTS, whose
+    every loop is rejected anyway: refusing such a family costs a walk, not a validation
+    (its acknowledgment then reports the loops' structure errors only)."""
+
+    def __init__(self, *, skip_member_elements: bool = False) -> None:
+        super().__init__()
+        self.skip_member_elements = skip_member_elements
 
 
 _validate_every_segment = pyx12.x12context.apply_segment_errors
@@ -110,7 +117,7 @@ _validate_every_segment = pyx12.x12context.apply_segment_errors
 def _validate_segment(node: Any, seg_data: Any, errh: Any) -> bool:
     """pyx12's per-segment element validation (`apply_segment_errors`), skipped only for a
     segment in a member loop read by the envelope pass (whose errors it discards)."""
-    if isinstance(errh, _EnvelopeErrors) and _MEMBER_LOOP in node.x12path.loop_list:
+    if getattr(errh, "skip_member_elements", False) and _MEMBER_LOOP in node.x12path.loop_list:
         return True
     return bool(_validate_every_segment(node, seg_data, errh))
 
@@ -235,11 +242,13 @@ def _segments(
     *,
     envelope_only: bool = False,
     ack: AckWriter | None = None,
+    errh: _Errors | None = None,
 ) -> Iterator[_Segment]:
     """pyx12's segments with their own errors; envelope errors are appended as they appear.
 
     `envelope_only` (the envelope pass): segments inside member loops come without their
-    element errors and text (that pass uses neither; see `_EnvelopeErrors`).
+    element errors and text (that pass uses neither; see `_Errors`). `errh`: the error list
+    to use (the members pass sets its `skip_member_elements` in a family over its cap).
 
     Envelope segments' elements (ISA, GS, ST, SE, GE, IEA) are validated too, as pyx12's
     own validation (`x12n_document`) does and its streaming reader does not. Whitespace
@@ -266,7 +275,8 @@ def _segments(
         prefix = "".join(resume["prefix"])
         source = _Prefixed(prefix, stream, lines, feed_prefix=False)
         replay = len(resume["prefix"])
-    errh = _EnvelopeErrors() if envelope_only else AckErrors()
+    if errh is None:
+        errh = _Errors(skip_member_elements=envelope_only)
     params = pyx12.params.params()
     try:
         reader = pyx12.x12context.X12ContextReader(params, errh, source)
@@ -399,10 +409,11 @@ ISA_LENGTH = 106  # the ISA segment is fixed length; its last character ends eve
 #: Whitespace EDI translators put between segments (after a terminator): "~ " then a line
 #: break, "~\r\n", a tab.
 _BETWEEN = " \t\r\n"
-#: A segment longer than this is no 834 segment (the longest 834 elements hold 80
-#: characters): the segment terminator is missing, and the file is rejected before the
-#: parser holds the rest of it as one segment.
-MAX_SEGMENT_CHARS = 64 * 1024
+#: A segment longer than this is no 834 segment (its longest elements hold 80 characters,
+#: its longest segments a few hundred): its terminator is missing. pyx12 takes a segment it
+#: has not seen the end of within 8 KiB for the end of the file (and reports the file
+#: truncated); the file is rejected first, with this reason.
+MAX_SEGMENT_CHARS = 4096
 
 
 class _Spacing:
@@ -1007,7 +1018,8 @@ def read_834(
     member: _MemberLoop | None = None
     lines = _LineIndex(resume)
     header = _Header(limits.max_loop_segments)
-    for seg in _segments(stream, problems, lines, resume, ack=ack):
+    errh = _Errors(skip_member_elements=families.overflow)
+    for seg in _segments(stream, problems, lines, resume, ack=ack, errh=errh):
         point: dict[str, Any] | None = None
         if seg.seg_id == "INS":
             prefix = header.prefix()
@@ -1018,8 +1030,13 @@ def read_834(
         if member is not None and (seg.seg_id == "INS" or seg.seg_id in _ENVELOPE):
             yield from families.loop_ended(member, point)
             member = None
-        if seg.seg_id in _ENVELOPE:
+        if seg.seg_id in _ENVELOPE and not seg.replayed:
             yield from families.end()
+        elif seg.seg_id == "INS" and seg.data is not None and seg.data.get_value("INS01") == "Y":
+            yield from families.end(point)  # a subscriber: the family before it has ended
+        # a family with a subscriber over its cap: each dependent loop after the INS is
+        # certainly its (a family without one is joined by REF*0F, known later)
+        errh.skip_member_elements = families.overflow and families.subscriber
         header.see(seg)
         if seg.seg_id == "INS":
             member = _MemberLoop(seg.number, line=lines.line_of(seg.number),
