@@ -363,9 +363,8 @@ class AckWriter:
         Queued, not yet applied: the reader reads ahead of the records the import has
         done, and a checkpoint must hold the acknowledgment as it was at its resume point
         (before an INS); `apply_until` and `stage(until=...)` apply what comes before it."""
-        values = _values(seg_id, data)
-        pre = (seg_id, values, nodes, coded)
-        self._queue.append(((number, 0), pre))
+        if nodes or coded or seg_id == "INS" or seg_id in _ENVELOPE:  # else nothing to do
+            self._queue.append(((number, 0), (seg_id, _values(seg_id, data), nodes, coded)))
         if seg_id == "INS":  # the loop it starts: after the resume point at this INS
             self._queue.append(((number, 1), ("INS+", in_member, has_errors)))
         elif in_member and has_errors:

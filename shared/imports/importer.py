@@ -402,7 +402,10 @@ class _Audit:
         if record.change is None or record.change.maintenance == AUDIT:
             self.audit_loops += 1
         if rejected and record.member_id:
-            self.rejected_ids.add(record.member_id)
+            # past MAX_AUDIT_REJECTS the sweep is skipped anyway: ids no longer kept (the
+            # checkpoint carries them; a family refused member by member has thousands)
+            if len(self.rejected_ids) <= MAX_AUDIT_REJECTS:
+                self.rejected_ids.add(record.member_id)
         elif rejected:
             self.rejected_without_id += 1
 
