@@ -8,11 +8,13 @@ name alone:
     maintenance     INS03: 001 change, 021 addition, 024 cancellation or termination,
                     025 reinstatement, 030 audit (applied by `maintenance.apply`)
     member id       see `resolve_ids` (subscriber: REF*0F; dependents: how real files
-                    identify them)
+                    identify them; one without an id of its own by its hashed identity,
+                    `dependents.py`)
     names, birth    2100A only: NM1 (NM101 IL, or 74 "corrected insured": the corrected
                     name is the member's name) NM103 last, NM104 first; DMG02 (D8). Loop
                     2100B (NM1*70, "incorrect member name", with its own DMG) holds the
-                    old, wrong values and is never read into the member.
+                    old, wrong values: never read into the member, only used to find the
+                    dependent it corrects (the identity digest of the values before).
     eligibility     2000 DTP*356 begin, DTP*357 end; DTP*303 maintenance effective date
     coverages       every 2300 loop: HD01 maintenance, HD03 insurance line (HLT, DEN,
                     VIS, ...), HD04 plan, HD05 level; DTP*348 begin, DTP*349 end, each
@@ -26,6 +28,14 @@ as an X12 acknowledgment would reject the transaction set. Only an intact file g
 second pass, `read_834`, where a member loop with any pyx12 error is rejected on its own.
 pyx12 messages can quote element values (a birth date), so quoted values are masked.
 Records carry the segment number of their INS and the physical line it starts on.
+Whitespace between segments ("~ " then a line break) is read as EDI translators write it
+(`_Spacing`). Both passes tell an `AckWriter` what they read (`acks.py`).
+
+Bounds (`ReadLimits`, from the app settings): a family is held until it ends, so at most
+IMPORT_MAX_FAMILY_DEPENDENTS dependents (`_Families`: beyond, each member is rejected as
+it is read, with a resume point of its own); a member loop keeps at most
+IMPORT_MAX_LOOP_SEGMENTS segments (a longer one is rejected), so does a set's header (the
+file is rejected); a segment longer than MAX_SEGMENT_CHARS rejects the file.
 
 Speed (pyx12 is most of an 834's import time): the envelope pass does not run pyx12's element
 validation on segments inside member loops, whose errors it discards anyway (the members

@@ -147,16 +147,19 @@ def _ta1(imports_env: ImportsEnv) -> list[str]:
         (lambda b: b[: b.rindex(b"IEA")], "023"),  # the interchange trailer missing
         (lambda b: b.replace(b"IEA*1*000000003", b"IEA*1*000000004"), "001"),
         (lambda b: b.replace(b"IEA*1*", b"IEA*2*"), "021"),  # group count
+        (lambda b: b.replace(b"*260401*1500*^", b"*260431*1500*^"), "014"),  # ISA09: 31 April
     ],
 )  # fmt: skip
 def test_a_broken_interchange_envelope_gets_a_ta1_rejection(
     imports_env: ImportsEnv, mutate: Any, code: str
 ) -> None:
+    """Only the TA1 answers a rejected interchange (its groups are not acknowledged)."""
     data = mutate(real("pyx12_834_deident_term.txt"))
     found = _reject(imports_env, data)
     assert found["ack"] == f"TA1 R {code}"
     assert found["acks"] == [LAYOUT.ack("bad.834", "ta1")]
-    assert _ta1(imports_env) == ["TA1", "000000003", "260401", "1500", "R", code]
+    isa09 = data.decode()[70:76]
+    assert _ta1(imports_env) == ["TA1", "000000003", isa09, "1500", "R", code]
 
 
 def test_a_broken_transaction_set_gets_a_999_rejection(imports_env: ImportsEnv) -> None:
