@@ -238,3 +238,14 @@ def test_whitespace_between_segments_is_read_as_translators_write_it(
     assert files["spaced.834"]["ack"] == "999 A"
     rejection = files["spaced.834"]["rejections"]
     assert rejection == [] and len(imports_env.members("acme")) == 3
+
+
+def test_an_interchange_header_pyx12_cannot_read_still_gets_a_ta1(
+    imports_env: ImportsEnv,
+) -> None:
+    """ISA12 neither 00401 nor 00501: pyx12 refuses the header; the ISA read loosely is
+    enough to answer it (TA105 017, invalid interchange version)."""
+    data = real("pyx12_834_deident_term.txt").replace(b"*^*00501*", b"*^*00601*")
+    found = _reject(imports_env, data)
+    assert "Version Number is unknown" in found["error"] and found["ack"] == "TA1 R 017"
+    assert _ta1(imports_env) == ["TA1", "000000003", "260401", "1500", "R", "017"]
