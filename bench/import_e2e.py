@@ -84,6 +84,29 @@ def edi_file(path: Path, rows: int, per_set: int = 10_000) -> int:
     return path.stat().st_size
 
 
+def edi_family_file(path: Path, dependents: int) -> int:
+    """Write an 834 whose one family has `dependents` dependents (issue 33's probe: one
+    subscriber with 64,000 of them), then one more subscriber, to `path`; its size."""
+    (first, last) = samples.members(2)
+    header = samples.edi_segments([])[:-1]  # ST, BGN, N1, N1
+    isa = samples.edi_bytes([]).decode().split("~\n")[0]
+    with path.open("w", encoding="ascii", newline="") as out:
+        out.write(isa + "~\n")
+        out.write("GS*BE*SAMPLESENDER*SAMPLERECEIVER*20260101*0200*1*X*005010X220A1~\n")
+        body = [*header, *samples.edi_segments([first])[4:-1]]
+        out.write("~\n".join(body) + "~\n")
+        count = len(body)
+        for i in range(dependents):
+            out.write(f"INS*N*19*030*XN*A*E**FT~\nREF*0F*{first.member_id}~\n"
+                      f"NM1*IL*1*{first.last_name}*C{i}~\nDMG*D8*20100101*F~\n"
+                      "HD*030**HLT*GOLD~\nDTP*348*D8*20260101~\n")  # fmt: skip
+            count += 6
+        tail = samples.edi_segments([last])[4:-1]
+        out.write("~\n".join([*tail, f"SE*{count + len(tail) + 1}*0001"]) + "~\n")
+        out.write("GE*1*1~\nIEA*1*000000001~\n")
+    return path.stat().st_size
+
+
 @functools.cache
 def _import_functions() -> list[str]:
     """The app's import queue function(s) (indexed once: the app refuses a second time)."""

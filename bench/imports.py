@@ -20,7 +20,10 @@ Measured against a private Azurite:
   (the state is read a window of records at a time, one range query each).
 - end to end: a whole `run_import` of one CSV (stream, parse, validate, write, move).
 - rows/s and peak RSS (VmHWM) of a whole run, every invocation of it, in a child process,
-  for each `--memory-rows` (CSV) and `--memory-834-rows` (X12 834) size.
+  for each `--memory-rows` (CSV) and `--memory-834-rows` (X12 834) size, and for an 834
+  whose one family has `--memory-family-dependents` dependents (issue 33: one subscriber
+  with 64,000 of them added 118 MB; the family is now refused member by member, none
+  held: flat in the family's size, the same peak_rss_growth_ratio target).
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="CSV sizes for rows/s and peak RSS, e.g. 100000,1000000")  # fmt: skip
     parser.add_argument("--memory-834-rows", default="1000,5000",
                         help="834 sizes (members) for the same, e.g. 100000,1000000")  # fmt: skip
+    parser.add_argument("--memory-family-dependents", default="",
+                        help="834s with one family this large, e.g. 10000,64000")  # fmt: skip
     parser.add_argument("--update-rows", type=int, default=5000,
                         help="rows of an import of known members at 2 ms")  # fmt: skip
     parser.add_argument(
@@ -300,13 +305,18 @@ def _child(rows: int, connection: str, kind: str = "csv") -> dict[str, Any]:
     peaks are the import's alone."""
     import tempfile
 
-    from bench.import_e2e import csv_file, edi_file
+    from bench.import_e2e import csv_file, edi_family_file, edi_file
 
     account = f"mem{kind.replace('834', 'edi')}{rows}"
     name = "a.csv" if kind == "csv" else "a.834"
     with tempfile.TemporaryDirectory(prefix="bench-mem-") as folder:
         path = Path(folder) / name
-        size = csv_file(path, rows) if kind == "csv" else edi_file(path, rows)
+        if kind == "csv":
+            size = csv_file(path, rows)
+        elif kind == "834-family":
+            size = edi_family_file(path, rows)
+        else:
+            size = edi_file(path, rows)
         with path.open("rb") as data:
             _imports_container().upload_blob(f"{account}/incoming/{name}", data, length=size,
                                              max_concurrency=4)  # fmt: skip
@@ -381,6 +391,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = {
         "csv": [int(x) for x in str(option("memory_rows", "")).split(",") if x.strip()],
         "834": [int(x) for x in str(option("memory_834_rows", "")).split(",") if x.strip()],
+        "834-family": [
+            int(x) for x in str(option("memory_family_dependents", "")).split(",") if x.strip()
+        ],
     }
     # idle connections kept 120 s, not Azurite's 5: on a loaded machine a lane idle for 5 s
     # met the emulator closing it, and a reset $batch (a POST) is not retried

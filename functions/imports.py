@@ -30,6 +30,7 @@ from blobsingleton import Busy, current_lease, once, singleton
 from blobsingleton.settings import resolve_placeholders
 
 from shared import poison
+from shared.imports import config
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.fanout import (
     QUEUE,
@@ -44,6 +45,11 @@ from shared.imports.layout import Layout
 from shared.imports.request import ImportRequest, InvalidImportRequest
 
 log = logging.getLogger(__name__)
+
+#: The import's settings, checked when the app is indexed: a bad value (a cap that is not a
+#: number, a key of the wrong length) fails the start-up with the setting's name, instead of
+#: every night's run. Each run reads them again (`config.ImportSettings.from_env`).
+SETTINGS = config.check()
 
 bp = func.Blueprint()
 

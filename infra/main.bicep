@@ -20,6 +20,9 @@ param sendGridApiKeySecretUri string = ''
 @description('Comma-separated recipients of the nightly import summary; empty: none sent.')
 param importReportTo string = ''
 
+@description('Key Vault secret URI of the key (16 to 64 characters) that keys the hash of dependents\' identities; empty: unkeyed. Set it before the first import and keep it.')
+param importDependentIdKeySecretUri string = ''
+
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
@@ -138,6 +141,10 @@ var appSettings = {
   IMPORT_CHUNK_RECORDS: '5000'
   IMPORT_INVOCATION_BUDGET_S: '240'
   IMPORT_WRITE_LANES: '4'
+  IMPORT_MAX_FILE_BYTES: '1073741824'
+  IMPORT_MAX_FAMILY_DEPENDENTS: '200'
+  IMPORT_MAX_LOOP_SEGMENTS: '2000'
+  IMPORT_DEPENDENT_ID_KEY: empty(importDependentIdKeySecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${importDependentIdKeySecretUri})'
   MEMBERS_TABLE: 'Members'
   IMPORT_REPORT_TO: importReportTo
   JOBS_CONTAINER: 'jobs'

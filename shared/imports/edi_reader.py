@@ -8,11 +8,13 @@ name alone:
     maintenance     INS03: 001 change, 021 addition, 024 cancellation or termination,
                     025 reinstatement, 030 audit (applied by `maintenance.apply`)
     member id       see `resolve_ids` (subscriber: REF*0F; dependents: how real files
-                    identify them)
+                    identify them; one without an id of its own by its hashed identity,
+                    `dependents.py`)
     names, birth    2100A only: NM1 (NM101 IL, or 74 "corrected insured": the corrected
                     name is the member's name) NM103 last, NM104 first; DMG02 (D8). Loop
                     2100B (NM1*70, "incorrect member name", with its own DMG) holds the
-                    old, wrong values and is never read into the member.
+                    old, wrong values: never read into the member, only used to find the
+                    dependent it corrects (the identity digest of the values before).
     eligibility     2000 DTP*356 begin, DTP*357 end; DTP*303 maintenance effective date
     coverages       every 2300 loop: HD01 maintenance, HD03 insurance line (HLT, DEN,
                     VIS, ...), HD04 plan, HD05 level; DTP*348 begin, DTP*349 end, each
@@ -26,6 +28,14 @@ as an X12 acknowledgment would reject the transaction set. Only an intact file g
 second pass, `read_834`, where a member loop with any pyx12 error is rejected on its own.
 pyx12 messages can quote element values (a birth date), so quoted values are masked.
 Records carry the segment number of their INS and the physical line it starts on.
+Whitespace between segments ("~ " then a line break) is read as EDI translators write it
+(`_Spacing`). Both passes tell an `AckWriter` what they read (`acks.py`).
+
+Bounds (`ReadLimits`, from the app settings): a family is held until it ends, so at most
+IMPORT_MAX_FAMILY_DEPENDENTS dependents (`_Families`: beyond, each member is rejected as
+it is read, with a resume point of its own); a member loop keeps at most
+IMPORT_MAX_LOOP_SEGMENTS segments (a longer one is rejected), so does a set's header (the
+file is rejected); a segment longer than MAX_SEGMENT_CHARS rejects the file.
 
 Speed (pyx12 is most of an 834's import time): the envelope pass does not run pyx12's element
 validation on segments inside member loops, whose errors it discards anyway (the members
@@ -47,6 +57,7 @@ from typing import Any, Protocol
 
 import pyx12.error_handler
 import pyx12.errors
+import pyx12.map_if
 import pyx12.map_walker
 import pyx12.nodeCounter
 import pyx12.params
@@ -54,6 +65,9 @@ import pyx12.path
 import pyx12.segment
 import pyx12.x12context
 
+from shared.imports.acks import AckErrors, AckWriter
+from shared.imports.config import DEFAULT_MAX_FAMILY_DEPENDENTS, DEFAULT_MAX_LOOP_SEGMENTS
+from shared.imports.dependents import DependentKey, derived_member_id, identity_digest, normal_name
 from shared.imports.records import Change, Coverage, CoverageChange, SourceFileError, SourceRecord
 from shared.imports.text_stream import byte_length, has_undecodable
 from shared.imports.validation import member_id_of
@@ -92,12 +106,19 @@ def _mask(message: str, value: object) -> str:
 _MEMBER_LOOP = "2000"
 
 
-class _EnvelopeErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
-    """The error list of the envelope pass (`scan_envelope`). That pass discards errors of
-    segments inside member loops (the members pass validates and rejects each loop on its
-    own), so pyx12's element validation is not run on them there: see
-    `_validate_segment`. Loop structure (the map walk: which loop a segment opens, segment
-    and loop counts, usage) is still checked on every segment."""
+class _Errors(AckErrors):
+    """The error list of a pass. `skip_member_elements`: pyx12's element validation is not
+    run on segments inside member loops (`_validate_segment`); loop structure (the map
+    walk: which loop a segment opens, segment and loop counts, usage) is still checked on
+    every segment. Set for the whole envelope pass, which discards errors of segments
+    inside member loops (the members pass validates and rejects each loop on its own), and
+    by the members pass while it reads a family over IMPORT_MAX_FAMILY_DEPENDENTS, whose
+    every loop is rejected anyway: refusing such a family costs a walk, not a validation
+    (its acknowledgment then reports the loops' structure errors only)."""
+
+    def __init__(self, *, skip_member_elements: bool = False) -> None:
+        super().__init__()
+        self.skip_member_elements = skip_member_elements
 
 
 _validate_every_segment = pyx12.x12context.apply_segment_errors
@@ -106,7 +127,7 @@ _validate_every_segment = pyx12.x12context.apply_segment_errors
 def _validate_segment(node: Any, seg_data: Any, errh: Any) -> bool:
     """pyx12's per-segment element validation (`apply_segment_errors`), skipped only for a
     segment in a member loop read by the envelope pass (whose errors it discards)."""
-    if isinstance(errh, _EnvelopeErrors) and _MEMBER_LOOP in node.x12path.loop_list:
+    if getattr(errh, "skip_member_elements", False) and _MEMBER_LOOP in node.x12path.loop_list:
         return True
     return bool(_validate_every_segment(node, seg_data, errh))
 
@@ -195,15 +216,18 @@ pyx12.segment.Segment._parse_refdes = _parse_refdes
 pyx12.map_walker.NodeCounter = _NodeCounter
 
 
-def _drain(errh: pyx12.error_handler.errh_list) -> tuple[list[str], list[str]]:
-    """(envelope-level errors, segment/element errors) collected since the last drain."""
+def _drain(errh: AckErrors) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """(envelope-level errors, segment/element errors, envelope errors as (level, X12
+    code)) collected since the last drain."""
     envelope = [f"{code}: {text}" for code, text in errh.err_isa + errh.err_gs + errh.err_st]
+    levels = (("isa", errh.err_isa), ("gs", errh.err_gs), ("st", errh.err_st))
+    coded = [(level, code) for level, found in levels for code, _ in found]
     segment = [_mask(f"{code}: {text}", value) for code, text, value in errh.err_seg]
     segment += [
         _mask(f"{refdes or 'element'}: {text}", value) for code, text, value, refdes in errh.err_ele
     ]
     errh.reset()
-    return envelope, segment
+    return envelope, segment, coded
 
 
 #: What pyx12 raises on malformed input: its own errors, and (found by fuzzing, e.g. a segment
@@ -227,11 +251,21 @@ def _segments(
     resume: dict[str, Any] | None = None,
     *,
     envelope_only: bool = False,
+    ack: AckWriter | None = None,
+    errh: _Errors | None = None,
 ) -> Iterator[_Segment]:
     """pyx12's segments with their own errors; envelope errors are appended as they appear.
 
     `envelope_only` (the envelope pass): segments inside member loops come without their
-    element errors and text (that pass uses neither; see `_EnvelopeErrors`).
+    element errors and text (that pass uses neither; see `_Errors`). `errh`: the error list
+    to use (the members pass sets its `skip_member_elements` in a family over its cap).
+
+    Envelope segments' elements (ISA, GS, ST, SE, GE, IEA) are validated too, as pyx12's
+    own validation (`x12n_document`) does and its streaming reader does not. Whitespace
+    between segments (after a segment terminator: "~ " and a line break) is no error: it
+    is dropped before pyx12 reads the segments (`_Spacing`), as EDI translators do.
+
+    `ack`: told about every segment read (not the replayed ones), to acknowledge the file.
 
     `resume`: a resume point (`_LineIndex.resume_point`); `stream` then starts at its byte
     offset. Its header segments (ISA, GS, ST and the set's header) are replayed in front,
@@ -251,10 +285,13 @@ def _segments(
         prefix = "".join(resume["prefix"])
         source = _Prefixed(prefix, stream, lines, feed_prefix=False)
         replay = len(resume["prefix"])
-    errh = _EnvelopeErrors() if envelope_only else pyx12.error_handler.errh_list()
+    if errh is None:
+        errh = _Errors(skip_member_elements=envelope_only)
     params = pyx12.params.params()
     try:
         reader = pyx12.x12context.X12ContextReader(params, errh, source)
+    except SourceFileError:
+        raise
     except pyx12.errors.X12Error as error:
         # pyx12's message quotes only the ISA header (sender/receiver ids, no member data)
         raise SourceFileError(f"not a valid X12 interchange header: {error}") from None
@@ -266,17 +303,25 @@ def _segments(
         lines.counters = lambda: _counters(reader.src)
     try:
         for node in reader.iter_segments():
-            envelope, errors = _drain(errh)
-            envelope_errors.extend(envelope)
             seg = node.seg_data
             map_node = node.x12_map_node
-            skip = envelope_only and map_node is not None and _MEMBER_LOOP in (
-                map_node.x12path.loop_list)  # fmt: skip
+            seg_id = seg.get_seg_id() if seg is not None else ""
+            if seg_id in _ENVELOPE and isinstance(map_node, pyx12.map_if.segment_if):
+                _validate_every_segment(map_node, seg, errh)
+            envelope, errors, coded = _drain(errh)
+            envelope_errors.extend(envelope)
+            member = map_node is not None and _MEMBER_LOOP in map_node.x12path.loop_list
+            skip = envelope_only and member
             text = seg.format() if seg is not None and not skip else ""
             if has_undecodable(text):
                 errors.append("segment is not valid UTF-8")
+            nodes, element_codes = errh.take()
+            if ack is not None and replay == 0:
+                ack.segment(int(node.cur_line_number or 0), seg_id, seg, in_member=member,
+                            has_errors=bool(errors), nodes=nodes,
+                            coded=coded + element_codes)  # fmt: skip
             yield _Segment(
-                seg_id=seg.get_seg_id() if seg is not None else "",
+                seg_id=seg_id,
                 number=int(node.cur_line_number or 0),
                 text=text,
                 path=map_node.get_path() if map_node is not None else "",
@@ -290,11 +335,17 @@ def _segments(
                     _restore_counters(reader.src, resume["x12"])
         reader.src.cleanup()  # missing SE / GE / IEA: a truncated file
         errh.handle_errors(reader.src.pop_errors())
-        envelope, errors = _drain(errh)
+        errh.flush()
+        envelope, errors, coded = _drain(errh)
         envelope_errors.extend(envelope + errors)
+        nodes, element_codes = errh.take()
+        if ack is not None:
+            ack.end_of_file(nodes, coded + element_codes)
         leftover = reader.src.raw.buffer.strip()
         if leftover:
             envelope_errors.append(f"{len(leftover)} character(s) after the last segment")
+    except SourceFileError:
+        raise
     except _PARSER_FAILURES as error:
         raise SourceFileError(f"pyx12 could not parse the file: {type(error).__name__}") from None
 
@@ -335,16 +386,23 @@ class _Prefixed:
         self._stream = stream
         self._lines = lines
         self._feed_prefix = feed_prefix
+        self._spacing = _Spacing()
         self.closed = False
 
     def read(self, size: int = -1) -> str:
-        head, text = self._read(size)
-        if self._lines is not None:
-            if self._feed_prefix and head:
-                self._lines.feed(head)
-            if text:
-                self._lines.feed(text)
-        return head + text
+        """What pyx12 reads, whitespace between segments dropped (`_Spacing`); never ""
+        before the end of the stream (pyx12 takes an empty answer for the end)."""
+        while True:
+            head, text = self._read(size)
+            if self._lines is not None:
+                if self._feed_prefix and head:
+                    self._lines.feed(head)
+                if text:
+                    self._lines.feed(text)
+            raw = head + text
+            spaced = self._spacing(raw)
+            if spaced or not raw or size == 0:
+                return spaced
 
     def _read(self, size: int) -> tuple[str, str]:
         if not self._prefix:
@@ -358,6 +416,54 @@ class _Prefixed:
 
 _NOT_SPACE = re.compile(r"\S")
 ISA_LENGTH = 106  # the ISA segment is fixed length; its last character ends every segment
+#: Whitespace EDI translators put between segments (after a terminator): "~ " then a line
+#: break, "~\r\n", a tab.
+_BETWEEN = " \t\r\n"
+#: A segment longer than this is no 834 segment (its longest elements hold 80 characters,
+#: its longest segments a few hundred): its terminator is missing. pyx12 takes a segment it
+#: has not seen the end of within 8 KiB for the end of the file (and reports the file
+#: truncated); the file is rejected first, with this reason.
+MAX_SEGMENT_CHARS = 4096
+
+
+class _Spacing:
+    """Drops whitespace between segments from the text pyx12 reads: pyx12 strips only line
+    breaks after a terminator, and reports a segment starting with a space as an error
+    ("segment contains a leading space") that would reject the whole file. The ISA (the
+    first 106 characters, whose elements are padded with spaces) passes unchanged; its
+    last character is the segment terminator."""
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._terminator: str | None = None
+        self._pattern: re.Pattern[str] | None = None
+        self._after = False  # the last character passed on was a terminator
+
+    def __call__(self, text: str) -> str:
+        if self._terminator is None:
+            need = ISA_LENGTH - self._seen
+            if len(text) < need:
+                self._seen += len(text)
+                return text
+            isa, rest = text[:need], text[need:]
+            self._seen = ISA_LENGTH
+            self._terminator = isa[-1]
+            self._pattern = re.compile(re.escape(self._terminator) + f"[{_BETWEEN}]+")
+            self._after = True
+            return isa + self._strip(rest)
+        return self._strip(text)
+
+    def _strip(self, text: str) -> str:
+        if not text:
+            return text
+        assert self._pattern is not None and self._terminator is not None
+        if self._after:
+            text = text.lstrip(_BETWEEN)
+            if not text:
+                return ""
+        text = self._pattern.sub(lambda _: self._terminator or "", text)
+        self._after = text.endswith(self._terminator)
+        return text
 
 
 class _LineIndex:
@@ -372,6 +478,7 @@ class _LineIndex:
         self._count = 0
         self._byte = 0  # file offset of the text being fed
         self._in_segment = False
+        self._segment_chars = 0  # of the segment being read
         self._starts: deque[tuple[int, int, int]] = deque()
         #: pyx12's counters now (set by `_segments`), for a resume point.
         self.counters: Any = None
@@ -403,9 +510,16 @@ class _LineIndex:
                     continue
                 self._count += 1
                 self._in_segment = True
+                self._segment_chars = 0
                 at = start + (pos if ascii_text else byte_length(text[:pos]))
                 self._starts.append((self._count, self._line, at))
             end = text.find(self._terminator, pos)
+            self._segment_chars += (size if end < 0 else end) - pos
+            if self._segment_chars > MAX_SEGMENT_CHARS:
+                raise SourceFileError(
+                    f"segment {self._count} (line {self._line}) is longer than "
+                    f"{MAX_SEGMENT_CHARS} characters: is its terminator missing?"
+                )
             if end < 0:
                 self._line += text.count("\n", pos)
                 return
@@ -438,15 +552,29 @@ class _LineIndex:
         self.closed = True
 
 
+@dataclass(frozen=True)
+class ReadLimits:
+    """The reader's caps (app settings, `config.ImportSettings`) and the key of dependents'
+    identity digests."""
+
+    max_family_dependents: int = DEFAULT_MAX_FAMILY_DEPENDENTS
+    max_loop_segments: int = DEFAULT_MAX_LOOP_SEGMENTS
+    id_key: bytes = field(default=b"", repr=False)
+
+
 class _Header:
     """The envelope and header segments the reader is inside (ISA, GS, ST and the set's
-    header up to its first INS): what a resumed stream replays in front of itself."""
+    header up to its first INS): what a resumed stream replays in front of itself. A header
+    longer than `limit` segments is not kept (`too_long`; the envelope pass rejects it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = DEFAULT_MAX_LOOP_SEGMENTS) -> None:
         self.isa: str | None = None
         self.gs: str | None = None
         self.st: list[str] | None = None
         self._open = False
+        self._st_number = 0
+        self.limit = limit
+        self.too_long: int | None = None  # the ST segment's number of a header over the limit
 
     def see(self, seg: _Segment) -> None:
         seg_id = seg.seg_id
@@ -455,7 +583,7 @@ class _Header:
         elif seg_id == "GS":
             self.gs, self.st = seg.text, None
         elif seg_id == "ST":
-            self.st, self._open = [seg.text], True
+            self.st, self._open, self._st_number = [seg.text], True, seg.number
         elif seg_id == "SE":
             self.st = None
         elif seg_id == "GE":
@@ -465,6 +593,9 @@ class _Header:
         elif seg_id == "INS":
             self._open = False
         elif self._open and self.st is not None:
+            if len(self.st) >= self.limit:
+                self.too_long, self._open = self._st_number, False
+                return
             self.st.append(seg.text)
 
     def prefix(self) -> list[str] | None:
@@ -483,21 +614,31 @@ def scan_envelope(
     stream: TextSource,
     resume: dict[str, Any] | None = None,
     stop: Callable[[], bool] | None = None,
+    *,
+    limits: ReadLimits | None = None,
+    ack: AckWriter | None = None,
 ) -> tuple[list[str], dict[str, Any] | None]:
     """Pass 1, resumable: (problems found, None) at the end of the file, or (problems found
     so far, where to resume) when `stop()` said so at a member loop (INS). `resume`: such a
-    point, `stream` starting at its byte offset."""
+    point, `stream` starting at its byte offset. `ack`: acknowledges what it reads (kept
+    only if the file is rejected: the members pass acknowledges an accepted one)."""
+    limits = limits or ReadLimits()
     problems: list[str] = []
     in_member = False
-    header = _Header()
+    header = _Header(limits.max_loop_segments)
     lines = _LineIndex(resume)
-    for seg in _segments(stream, problems, lines, resume, envelope_only=True):
+    for seg in _segments(stream, problems, lines, resume, envelope_only=True, ack=ack):
         if seg.seg_id == "INS" and not seg.replayed and stop is not None and stop():
             prefix = header.prefix()
             point = lines.resume_point(seg.number, prefix) if prefix else None
             if point is not None:
                 return problems, point
         header.see(seg)
+        if header.too_long is not None:
+            problems.append(f"segment {header.too_long} (ST): the transaction set's header has "
+                            f"more than {limits.max_loop_segments} segments before its first "
+                            "INS (IMPORT_MAX_LOOP_SEGMENTS)")  # fmt: skip
+            header.too_long = None
         if seg.seg_id == "INS":
             in_member = True
         elif seg.seg_id in ("SE", "GE", "IEA", "ST", "GS", "ISA"):
@@ -518,14 +659,27 @@ class _CoverageLoop:
     end: date | None = None
 
 
+#: Record categories of loops rejected by a cap (the report counts rejections by category).
+FAMILY_SIZE = "family_size"
+LOOP_SIZE = "loop_size"
+
+
 @dataclass
 class _MemberLoop:
-    """One 2000 loop as read; `record()` turns it into a `SourceRecord` with its `Change`."""
+    """One 2000 loop as read; `record()` turns it into a `SourceRecord` with its `Change`.
+
+    At most `limit` segments are kept (IMPORT_MAX_LOOP_SEGMENTS): a longer loop is read to
+    its end without keeping more, and rejected. `start`: where a resumed read could start
+    at this loop's INS (None if it cannot)."""
 
     number: int
     line: int = 0
+    limit: int = DEFAULT_MAX_LOOP_SEGMENTS
+    start: dict[str, Any] | None = None
     segments: list[str] = field(default_factory=list)
+    segment_count: int = 0
     errors: list[str] = field(default_factory=list)
+    error_count: int = 0
     subscriber: bool = False
     relationship: str = ""
     maintenance: str = ""
@@ -536,16 +690,29 @@ class _MemberLoop:
     first_name: str | None = None
     last_name: str | None = None
     birth: date | None = None
+    corrected: bool = False  # a 2100B loop (incorrect member name): the values before
+    previous_first_name: str | None = None  # 2100B NM104
+    previous_birth: date | None = None  # 2100B DMG02
     eligibility_begin: date | None = None
     eligibility_end: date | None = None
     effective: date | None = None
     coverages: list[_CoverageLoop] = field(default_factory=list)
     member_id: str = ""
     id_error: str | None = None
+    dependent: DependentKey | None = None
+
+    def _error(self, text: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_REASONS:
+            self.errors.append(text)
 
     def add(self, seg: _Segment) -> None:
+        self.segment_count += 1
+        if self.segment_count > self.limit:
+            return  # rejected by `record()`; nothing more kept
         self.segments.append(seg.text)
-        self.errors.extend(f"segment {seg.number} ({seg.seg_id}): {e}" for e in seg.errors)
+        for e in seg.errors:
+            self._error(f"segment {seg.number} ({seg.seg_id}): {e}")
         value = seg.data.get_value if seg.data is not None else (lambda _: None)
         loop = _loop_of(seg.path)
         try:
@@ -573,6 +740,12 @@ class _MemberLoop:
                 self.nm108, self.nm109 = value("NM108") or "", (value("NM109") or "").strip()
             elif loop == "2100A" and seg.seg_id == "DMG" and value("DMG01") == "D8":
                 self.birth = _dates("D8", value("DMG02"))[0]
+            elif loop == "2100B" and seg.seg_id == "NM1":  # NM101 70: the incorrect name
+                self.corrected = True
+                self.previous_first_name = value("NM104") or None
+            elif loop == "2100B" and seg.seg_id == "DMG" and value("DMG01") == "D8":
+                self.corrected = True
+                self.previous_birth = _dates("D8", value("DMG02"))[0]
             elif loop == "2300" and seg.seg_id == "HD":
                 self.coverages.append(_CoverageLoop(
                     seg.number, value("HD01") or "", value("HD03") or "",
@@ -588,7 +761,7 @@ class _MemberLoop:
                     coverage.end = end
         except ValueError as error:  # a bad date: pyx12 has usually said so already
             if not seg.errors:
-                self.errors.append(f"segment {seg.number} ({seg.seg_id}): {error}")
+                self._error(f"segment {seg.number} ({seg.seg_id}): {error}")
 
     def change(self) -> Change:
         coverages = tuple(
@@ -608,21 +781,39 @@ class _MemberLoop:
             eligibility_end=self.eligibility_end,
             effective=self.effective,
             coverages=coverages,
+            dependent=self.dependent,
         )
 
-    def record(self, resume: dict[str, Any] | None = None) -> SourceRecord:
-        error = None
-        if self.errors:
-            extra = len(self.errors) - MAX_REASONS
-            error = "; ".join(self.errors[:MAX_REASONS]) + (f"; {extra} more" if extra > 0 else "")
-        elif self.id_error is not None:
-            error = self.id_error
+    def record(
+        self,
+        resume: dict[str, Any] | None = None,
+        *,
+        error: str | None = None,
+        category: str = "format",
+    ) -> SourceRecord:
+        """The loop as a record; `error` (with its `category`): rejected by the family's
+        reader (a family over its cap)."""
         raw = "\n".join(self.segments) + "\n"  # each segment keeps its own terminator
+        if self.segment_count > self.limit:
+            error, category = (
+                (
+                    f"loop: the member loop has {self.segment_count} segments, more "
+                    f"than {self.limit} (IMPORT_MAX_LOOP_SEGMENTS)"
+                ),
+                LOOP_SIZE,
+            )
+            raw += f"[{self.segment_count - self.limit} more segment(s) not kept]\n"
+        elif error is None and self.errors:
+            extra = self.error_count - MAX_REASONS
+            error = "; ".join(self.errors) + (f"; {extra} more" if extra > 0 else "")
+        elif error is None and self.id_error is not None:
+            error = self.id_error
         member_id = member_id_of({"member_id": self.member_id})
         fields = {"member_id": self.member_id}
         return SourceRecord(
             self.number, "segment", raw, fields=fields, error=error, member_id=member_id,
             change=self.change() if error is None else None, line=self.line, resume=resume,
+            category=category,
         )  # fmt: skip
 
 
@@ -651,7 +842,7 @@ def _d8(text: str) -> date | None:
         raise ValueError("not a valid calendar date") from None
 
 
-def resolve_ids(family: list[_MemberLoop]) -> None:
+def resolve_ids(family: list[_MemberLoop], key: bytes = b"") -> None:
     """Member ids of one family (a subscriber loop and the dependent loops after it).
 
     subscriber (INS01=Y): REF*0F, the subscriber identifier the guide requires.
@@ -660,13 +851,16 @@ def resolve_ids(family: list[_MemberLoop]) -> None:
          member there);
       2. REF*23 (client number);
       3. NM109 when NM108 is ZZ (a mutually defined member id); never an SSN (NM108=34);
-      4. the subscriber's REF*0F and the relationship, `{REF*0F}-{INS02}` ("A1234-19"),
-         when no other dependent of the family falls back to the same relationship;
-         otherwise each of them is rejected as ambiguous rather than merged into one member.
+      4. its identity (`dependents.py`): its REF*0F (the subscriber's id), INS02, birth date
+         and first name, hashed: "{REF*0F}-{INS02}-{digest}". Two dependents of the family
+         with the same identity (twins with one name, or one child sent twice) cannot be
+         told apart: both are rejected, never merged into one member. A dependent without
+         a birth date (DMG02) or a first name (NM104) cannot be identified: rejected.
+    `key`: IMPORT_DEPENDENT_ID_KEY.
     """
     subscriber = next((m for m in family if m.subscriber), None)
     family_id = subscriber.ref_0f if subscriber is not None else ""
-    fallback: dict[str, list[_MemberLoop]] = {}
+    derived: dict[str, list[_MemberLoop]] = {}
     for member in family:
         if member.subscriber:
             member.member_id = member.ref_0f
@@ -679,18 +873,50 @@ def resolve_ids(family: list[_MemberLoop]) -> None:
         elif member.nm108 == "ZZ" and member.nm109:
             member.member_id = member.nm109
         elif member.ref_0f and member.relationship:
-            member.member_id = f"{member.ref_0f}-{member.relationship}"
-            fallback.setdefault(member.member_id, []).append(member)
+            _identify(member, key)
+            if member.dependent is not None:
+                derived.setdefault(member.dependent.digests[0], []).append(member)
         else:
             member.id_error = ("member_id: a dependent (INS01=N) needs REF*0F with INS02, "
                                "REF*23 or NM109 (NM108=ZZ)")  # fmt: skip
-    for same in fallback.values():
+    for same in derived.values():
         if len(same) > 1:
             for member in same:
                 member.id_error = (
                     f"member_id: {len(same)} dependents of one subscriber with relationship "
-                    f"INS02={member.relationship} and no id of their own (REF*23, NM109)"
+                    f"INS02={member.relationship}, the same birth date and the same first name, "
+                    "and no id of their own (REF*23, NM109 with NM108=ZZ), cannot be told "
+                    "apart (twins with one name?): the sender must identify them"
                 )
+
+
+def _identify(member: _MemberLoop, key: bytes) -> None:
+    """A dependent's id from its identity (see `resolve_ids`, rule 4)."""
+    first = member.first_name if member.first_name and normal_name(member.first_name) else None
+    missing = [
+        name
+        for name, value in (
+            ("birth date (2100A DMG02)", member.birth),
+            ("first name (2100A NM104)", first),
+        )
+        if value is None
+    ]
+    if member.birth is None or first is None:
+        member.id_error = (
+            "member_id: a dependent with no id of its own (REF*23, NM109 with NM108=ZZ) is "
+            "identified by its subscriber's REF*0F, INS02, birth date and first name; this "
+            "one has no " + " and no ".join(missing)
+        )
+        return
+    subscriber, relationship = member.ref_0f, member.relationship
+    digests = [identity_digest(subscriber, relationship, member.birth, first, key)]
+    if member.corrected:
+        before = identity_digest(subscriber, relationship, member.previous_birth or member.birth,
+                                 member.previous_first_name or first, key)  # fmt: skip
+        if before != digests[0]:
+            digests.append(before)
+    member.dependent = DependentKey(subscriber, relationship, tuple(digests))
+    member.member_id = derived_member_id(subscriber, relationship, digests[0])
 
 
 @dataclass
@@ -702,53 +928,138 @@ class FileFacts:
     transaction_sets: int = 0
 
 
+class _Families:
+    """Groups member loops into families as they end, and yields their records.
+
+    A family is a subscriber loop and the dependent loops after it; dependents sent without
+    their subscriber (a newborn added on its own) form a family with the dependents after
+    them that carry the same REF*0F. A family is held until it ends (a dependent's id
+    depends on its siblings: `resolve_ids`), so memory is one family. A family with more
+    than `max_family_dependents` dependents is not held: all of its members are rejected,
+    those held at once and every later one as it ends; its records then carry a resume
+    point each (with the family's state), so even a huge family checkpoints."""
+
+    def __init__(self, limits: ReadLimits, saved: dict[str, Any] | None) -> None:
+        self.limits = limits
+        self.loops: list[_MemberLoop] = []
+        self.key = ""  # REF*0F of a family without a subscriber
+        self.subscriber = False
+        self.dependents = 0
+        self.overflow = False
+        if saved:  # resumed inside a family over its cap
+            self.overflow, self.key = True, str(saved.get("key") or "")
+            self.subscriber, self.dependents = bool(saved.get("subscriber")), int(saved["size"])
+
+    def _joins(self, loop: _MemberLoop) -> bool:
+        if loop.subscriber or not (self.loops or self.overflow):
+            return False
+        return self.subscriber or loop.ref_0f == self.key
+
+    def _too_big(self) -> str:
+        return (f"family: more than {self.limits.max_family_dependents} dependents in one "
+                "family (IMPORT_MAX_FAMILY_DEPENDENTS): every member of the family is "
+                "rejected")  # fmt: skip
+
+    def _overflow_point(self, point: dict[str, Any] | None) -> dict[str, Any] | None:
+        if point is None:
+            return None
+        state = {"key": self.key, "subscriber": self.subscriber, "size": self.dependents}
+        return {**point, "family": state}
+
+    def loop_ended(
+        self, loop: _MemberLoop, next_point: dict[str, Any] | None
+    ) -> Iterator[SourceRecord]:
+        """`loop` has ended; `next_point`: where a read could resume after it (before the
+        next INS), or None."""
+        if self._joins(loop):
+            self.dependents += 1
+            if self.overflow:
+                yield loop.record(resume=self._overflow_point(next_point), error=self._too_big(),
+                                  category=FAMILY_SIZE)  # fmt: skip
+                return
+            self.loops.append(loop)
+            if self.dependents > self.limits.max_family_dependents:
+                self.overflow = True
+                held, self.loops = self.loops, []
+                for member in held[:-1]:
+                    yield member.record(error=self._too_big(), category=FAMILY_SIZE)
+                yield held[-1].record(resume=self._overflow_point(next_point),
+                                      error=self._too_big(), category=FAMILY_SIZE)  # fmt: skip
+            return
+        yield from self.end(loop.start)
+        self.loops, self.subscriber, self.key = [loop], loop.subscriber, loop.ref_0f
+        self.dependents = 0 if loop.subscriber else 1
+
+    def end(self, resume: dict[str, Any] | None = None) -> Iterator[SourceRecord]:
+        """The family ends (before a loop of another family, `resume` pointing there; or at
+        the end of its transaction set, None): its records, the last one with `resume`."""
+        family, self.loops = self.loops, []
+        self.overflow, self.dependents, self.key, self.subscriber = False, 0, "", False
+        if not family:
+            return
+        resolve_ids(family, self.limits.id_key)
+        yield from (m.record() for m in family[:-1])
+        yield family[-1].record(resume=resume)
+
+
 def read_834(
-    stream: TextSource, facts: FileFacts | None = None, resume: dict[str, Any] | None = None
+    stream: TextSource,
+    facts: FileFacts | None = None,
+    resume: dict[str, Any] | None = None,
+    *,
+    limits: ReadLimits | None = None,
+    ack: AckWriter | None = None,
 ) -> Iterator[SourceRecord]:
     """Pass 2: one record per member loop, in file order. Call only on a file
     `check_envelope` passed. A family's loops are held until the family ends (ids of
-    dependents depend on their siblings), so memory is one family, not the file.
+    dependents depend on their siblings), so memory is one family, not the file
+    (`_Families`; at most IMPORT_MAX_FAMILY_DEPENDENTS dependents, each loop at most
+    IMPORT_MAX_LOOP_SEGMENTS segments).
 
     The last record of a family carries where to resume after it (`SourceRecord.resume`:
-    before the next subscriber's INS, with the set's header to replay); `resume` given
-    such a point, with `stream` starting at its byte offset, carries on there, in the
-    middle of the transaction set. Other records carry None: a family is read whole."""
+    before the next family's INS, with the set's header to replay); `resume` given such a
+    point, with `stream` starting at its byte offset, carries on there, in the middle of
+    the transaction set. Other records carry None (a family is read whole), except in a
+    family over its cap, where every record carries one. `ack`: acknowledges the file."""
+    limits = limits or ReadLimits()
     facts = facts if facts is not None else FileFacts()
     problems: list[str] = []
-    family: list[_MemberLoop] = []
+    families = _Families(limits, resume.get("family") if resume else None)
     member: _MemberLoop | None = None
     lines = _LineIndex(resume)
-    header = _Header()
-    for seg in _segments(stream, problems, lines, resume):
-        subscriber = (
-            seg.seg_id == "INS" and seg.data is not None and seg.data.get_value("INS01") == "Y"
-        )
-        ends_family = seg.seg_id in _ENVELOPE or subscriber
-        if ends_family and family:
-            resolve_ids(family)
-            prefix = header.prefix() if subscriber else None
+    header = _Header(limits.max_loop_segments)
+    errh = _Errors(skip_member_elements=families.overflow)
+    for seg in _segments(stream, problems, lines, resume, ack=ack, errh=errh):
+        point: dict[str, Any] | None = None
+        if seg.seg_id == "INS":
+            prefix = header.prefix()
             point = lines.resume_point(seg.number, prefix) if prefix else None
             if point is not None:
                 point["facts"] = {"transaction_sets": facts.transaction_sets,
                                   "effective": _iso(facts.effective)}  # fmt: skip
-            yield from (m.record() for m in family[:-1])
-            yield family[-1].record(resume=point)
-            family = []
-        header.see(seg)
-        if seg.seg_id == "INS" or seg.seg_id in _ENVELOPE:
+        if member is not None and (seg.seg_id == "INS" or seg.seg_id in _ENVELOPE):
+            yield from families.loop_ended(member, point)
             member = None
+        if seg.seg_id in _ENVELOPE and not seg.replayed:
+            yield from families.end()
+        elif seg.seg_id == "INS" and seg.data is not None and seg.data.get_value("INS01") == "Y":
+            yield from families.end(point)  # a subscriber: the family before it has ended
+        # a family with a subscriber over its cap: each dependent loop after the INS is
+        # certainly its (a family without one is joined by REF*0F, known later)
+        errh.skip_member_elements = families.overflow and families.subscriber
+        header.see(seg)
         if seg.seg_id == "INS":
-            member = _MemberLoop(seg.number, line=lines.line_of(seg.number))
-            family.append(member)
+            member = _MemberLoop(seg.number, line=lines.line_of(seg.number),
+                                 limit=limits.max_loop_segments, start=point)  # fmt: skip
         if member is not None:
             member.add(seg)
         elif seg.data is not None:
             _header(seg, facts)
             if seg.replayed and seg.seg_id == "ST" and resume is not None:
                 facts.transaction_sets = int(resume["facts"]["transaction_sets"])
-    if family:
-        resolve_ids(family)
-        yield from (m.record() for m in family)
+    if member is not None:
+        yield from families.loop_ended(member, None)
+    yield from families.end()
     if problems:
         raise SourceFileError(f"envelope errors: {'; '.join(problems[:MAX_REASONS])}")
 

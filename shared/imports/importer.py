@@ -11,7 +11,7 @@ transaction. An 834 whose member loops are all 030 (audit) is the account's full
 afterwards, members it left out are terminated (`_sweep`).
 
 Files are streamed (memory stays flat) and read in chunks of IMPORT_CHUNK_RECORDS
-records (default 5,000; an 834 chunk ends at a subscriber's INS): at the end of a chunk
+records (default 5,000; an 834 chunk ends where a family ends): at the end of a chunk
 its rows are committed (99 per transaction, IMPORT_WRITE_LANES transactions in flight),
 its rejects staged, and the run's checkpoint (`checkpoint.py`) saved: which file, where to
 resume it (byte offset, reader state), its counts so far. An invocation works for at most
@@ -27,6 +27,22 @@ A file's rejects are committed as one blob when the file is done, and a file lea
 `incoming/` only after its members are committed and its rejects written. The report is
 rewritten after each file, so a later invocation's report still lists the files an
 earlier one finished.
+
+Every 834 file read is acknowledged (`acks.py`): a 999 (997) and, when due, a TA1, beside
+the report in `acks/`, built as the file streams (the envelope pass's document is kept only
+if the file is rejected whole; an accepted file's comes from the members pass), staged in
+blocks and committed before the file leaves `incoming/`; the report counts them.
+
+Inputs are bounded where they enter (`config.py`): a file name is checked when `incoming/`
+is listed (`layout.check_file_name`: a name with ".." is refused, never read); a file over
+IMPORT_MAX_FILE_BYTES is rejected whole unread; an 834 family over
+IMPORT_MAX_FAMILY_DEPENDENTS and a member loop over IMPORT_MAX_LOOP_SEGMENTS are rejected
+record by record, and checkpointed like any other records (`edi_reader._Families`).
+
+A dependent without an id of its own (`dependents.py`) is found by its derived id, by the
+id of its values before a 2100B correction, and else among the subscriber's stored
+dependents by its identity digest (`_resolve_dependent`): the same child is the same row
+whatever corrections it went through.
 """
 
 from __future__ import annotations
@@ -35,21 +51,38 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice
 from typing import Any
 
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
-from blobsingleton import settings
 
 from shared.imports import file_mover
+from shared.imports.acks import (
+    TA1_INVALID_CONTENT,
+    TA1_INVALID_STRUCTURE,
+    TA1_INVALID_VERSION,
+    AckOutcome,
+    AckWriter,
+    control_number,
+    loose_isa,
+    write_ta1,
+)
 from shared.imports.blob_source import open_text
 from shared.imports.checkpoint import CheckpointStore
+from shared.imports.config import ImportSettings
 from shared.imports.csv_reader import read_csv
-from shared.imports.edi_reader import FileFacts, read_834, scan_envelope
+from shared.imports.dependents import identity_digest
+from shared.imports.edi_reader import FileFacts, ReadLimits, read_834, scan_envelope
 from shared.imports.history import event_entity
-from shared.imports.layout import Layout, container_name, imports_container
+from shared.imports.layout import (
+    InvalidFileName,
+    Layout,
+    check_file_name,
+    container_name,
+    imports_container,
+)
 from shared.imports.maintenance import (
     TERMINATION_EVENT,
     UNCHANGED,
@@ -66,7 +99,6 @@ from shared.imports.member_table import (
     encode_state,
     file_key,
     member_from_entity,
-    write_lanes,
 )
 from shared.imports.records import AUDIT, Change, SourceFileError, SourceRecord
 from shared.imports.rejects import RejectWriter
@@ -83,12 +115,6 @@ from shared.imports.validation import (
 log = logging.getLogger("shared.imports")
 
 PROGRESS_EVERY = 5.0
-#: Records per checkpoint (IMPORT_CHUNK_RECORDS), and seconds an invocation imports before
-#: it stops at a chunk end and hands the run on (IMPORT_INVOCATION_BUDGET_S).
-DEFAULT_CHUNK_RECORDS = 5000
-DEFAULT_BUDGET_S = 240.0
-#: At most this much of an invocation goes to importing: each must end well inside 5 min.
-MAX_BUDGET_S = 270.0
 #: Rejected member ids an audit file may have before its sweep is skipped (their members
 #: must not be terminated for being "absent"; the ids are held in memory until the sweep).
 MAX_AUDIT_REJECTS = 10_000
@@ -101,26 +127,6 @@ KINDS = {".csv": "csv", ".834": "x12-834", ".x12": "x12-834", ".edi": "x12-834"}
 def kind_of(name: str) -> str | None:
     lowered = name.lower()
     return next((kind for ext, kind in KINDS.items() if lowered.endswith(ext)), None)
-
-
-def _setting_number(name: str, default: float) -> float:
-    try:
-        value = float(settings.setting(name, "") or default)
-    except ValueError:
-        log.warning("app setting %s is not a number; using %g", name, default)
-        return default
-    return value if value > 0 else default
-
-
-def chunk_records() -> int:
-    """Records per checkpoint (app setting IMPORT_CHUNK_RECORDS, default 5,000)."""
-    return int(_setting_number("IMPORT_CHUNK_RECORDS", DEFAULT_CHUNK_RECORDS))
-
-
-def invocation_budget_s() -> float:
-    """Seconds one invocation imports (IMPORT_INVOCATION_BUDGET_S, default 240, at most
-    270): then it stops at the next chunk end and the run goes on in a new invocation."""
-    return min(MAX_BUDGET_S, _setting_number("IMPORT_INVOCATION_BUDGET_S", DEFAULT_BUDGET_S))
 
 
 @dataclass
@@ -137,7 +143,10 @@ class _Run:
     deadline: float
     chunk_records: int
     saved: dict[str, Any]
+    config: ImportSettings
+    limits: ReadLimits
     progressed: bool = False  # a chunk or a file done in this invocation
+    ack: AckWriter | None = None  # the acknowledgment of the 834 being read
 
     def out_of_time(self) -> bool:
         """Past the budget, once this invocation got something done (each makes progress)."""
@@ -163,22 +172,26 @@ def run_import(
     """Import the incoming files of `request.account` for at most `budget_s` seconds
     (IMPORT_INVOCATION_BUDGET_S), resuming from the run's checkpoint; returns the report,
     status "completed", or "continued" when the budget ran out (the caller hands the run on).
+    `chunk_size`, `lanes`: IMPORT_CHUNK_RECORDS and IMPORT_WRITE_LANES unless given.
 
     Raises `StaleHolder` (after one log line) when a newer lease holder took the account
     over: from then on nothing more is written, not even the report.
     """
     started = time.monotonic()
+    config = ImportSettings.from_env()
+    limits = ReadLimits(config.max_family_dependents, config.max_loop_segments,
+                        config.dependent_id_key)  # fmt: skip
     layout = Layout(request.account, request.run_id)
     container = imports_container(connection, create=True)
     report = RunReport(request.account, request.run_id, request.run_date, request.trigger, token)
     writer_args: dict[str, Any] = {"batch_size": batch_size} if batch_size else {}
     writer = FencedMemberWriter(request.account, token, request.run_id,
-                                lanes=lanes or write_lanes(), **writer_args)  # fmt: skip
+                                lanes=lanes or config.lanes, **writer_args)  # fmt: skip
     checkpoint = CheckpointStore(container, layout.checkpoint, request.account, token)
-    budget = budget_s if budget_s is not None else invocation_budget_s()
+    budget = budget_s if budget_s is not None else config.budget_s
     run = _Run(request, layout, container, writer, report, datetime.now(UTC).date(), connection,
-               progress_every, checkpoint, started + budget, chunk_size or chunk_records(),
-               {})  # fmt: skip
+               progress_every, checkpoint, started + budget, chunk_size or config.chunk_records,
+               {}, config, limits)  # fmt: skip
     file_mover.write_json(container, layout.attempt(token), report.attempt())
     log.info("import %s/%s started: token %d, %s run", request.account, request.run_id, token,
              request.trigger)  # fmt: skip
@@ -191,6 +204,12 @@ def run_import(
         for blob in incoming:
             if run.out_of_time():
                 raise _OutOfTime
+            name = layout.file_name(blob.name)
+            try:
+                check_file_name(name)
+            except InvalidFileName as error:
+                report.files.append(_refuse(run, name, blob, error))
+                continue
             report.files.append(_import_file(run, blob))
             writer.confirm()
             file_mover.write_json(container, layout.report, report.to_dict())  # progress
@@ -240,7 +259,24 @@ def _earlier_attempts_files(container: Any, layout: Layout) -> list[FileReport]:
     except ResourceNotFoundError:
         return []
     files = [FileReport.from_dict(f) for f in data.get("files", [])]
-    return [f for f in files if f.status != "pending"]
+    # refused files stay in incoming/: this attempt lists (and refuses) them again
+    return [f for f in files if f.status not in ("pending", "refused")]
+
+
+def _refuse(run: _Run, name: str, blob: Any, error: InvalidFileName) -> FileReport:
+    """A file whose name cannot go into derived blob names: left in incoming/, unread, and
+    listed in the report (its name JSON-escaped there; the log has no name)."""
+    refused = sum(f.status == "refused" for f in run.report.files) + 1
+    log.warning("import %s/%s: file %d of incoming/ refused, not read: %s",
+                run.request.account, run.request.run_id, refused, error)  # fmt: skip
+    return FileReport(
+        name=name,
+        kind=kind_of(name) or "unknown",
+        status="refused",
+        bytes=int(blob.size or 0),
+        token=run.writer.token,
+        error=str(error),
+    )
 
 
 def _import_file(run: _Run, blob: Any) -> FileReport:
@@ -254,13 +290,17 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
         result = FileReport.from_dict(saved["report"])
         result.token = run.writer.token
     started = time.monotonic() - result.duration_s
+    run.ack = None
     try:
         if kind is None:
             raise SourceFileError("unsupported file type (expected .csv, .834, .x12 or .edi)")
+        if result.bytes > run.config.max_file_bytes:
+            raise _TooBig(f"file: {result.bytes} bytes, more than IMPORT_MAX_FILE_BYTES="
+                          f"{run.config.max_file_bytes}: not read")  # fmt: skip
         _import_records(run, blob, kind, result, saved if resumed else {}, started)
     except SourceFileError as error:
         run.writer.discard()
-        _reject_whole_file(run, blob, result, str(error))
+        _reject_whole_file(run, blob, result, str(error), too_big=isinstance(error, _TooBig))
     except (file_mover.SourceChanged, ResourceModifiedError):
         run.writer.discard()
         result.status = "changed"
@@ -273,6 +313,10 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
     return result
 
 
+class _TooBig(SourceFileError):
+    """The file is over IMPORT_MAX_FILE_BYTES: rejected unread."""
+
+
 def _reader(
     run: _Run, blob: Any, kind: str, facts: FileFacts, resume: dict[str, Any] | None
 ) -> Iterator[SourceRecord]:
@@ -282,7 +326,16 @@ def _reader(
                      size=int(blob.size or 0))  # fmt: skip
     if kind == "csv":
         return read_csv(text, resume)
-    return read_834(text, facts, resume)
+    return read_834(text, facts, resume, limits=run.limits, ack=run.ack)
+
+
+def _ack_writer(run: _Run, result: FileReport, key_of_file: str, *, rejecting: bool,
+                state: dict[str, Any] | None) -> AckWriter:  # fmt: skip
+    """The acknowledgment of the 834 `result.name` (see `acks.py`), from `state` (a
+    checkpoint's) if there is one."""
+    container, layout = run.container, run.layout
+    return AckWriter(lambda kind: container.get_blob_client(layout.ack(result.name, kind)),
+                     key_of_file, rejecting=rejecting, state=state)  # fmt: skip
 
 
 class _Counter:
@@ -312,12 +365,17 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
         offset = int(resume["offset"]) if resume else 0
         text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
                          size=int(blob.size or 0))  # fmt: skip
-        found, resume = scan_envelope(text, resume, stop)
+        found, resume = scan_envelope(text, resume, stop, limits=run.limits, ack=run.ack)
         problems = (problems + found)[:MAX_KEPT_PROBLEMS]
         count += len(found)
         if resume is None:
             break
-        state.update(phase="envelope", resume=resume, problems=problems, problem_count=count)
+        ack = None
+        if run.ack is not None:  # what the scan read from this INS on, it reads again
+            ack = run.ack.stage(until=int(resume["segment"]))
+            run.ack.rewind(int(resume["segment"]))
+        state.update(phase="envelope", resume=resume, problems=problems, problem_count=count,
+                     ack=ack)  # fmt: skip
         run.checkpoint.save(state)
         run.progressed = True
         if run.out_of_time():
@@ -325,7 +383,8 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
     if count:
         extra = f"; {count - 5} more" if count > 5 else ""
         raise SourceFileError("X12 envelope errors: " + "; ".join(problems[:5]) + extra)
-    state.update(phase="members", resume=None, next_record=0, problems=[], problem_count=0)
+    state.update(phase="members", resume=None, next_record=0, problems=[], problem_count=0,
+                 ack=None)  # fmt: skip
 
 
 @dataclass
@@ -343,7 +402,10 @@ class _Audit:
         if record.change is None or record.change.maintenance == AUDIT:
             self.audit_loops += 1
         if rejected and record.member_id:
-            self.rejected_ids.add(record.member_id)
+            # past MAX_AUDIT_REJECTS the sweep is skipped anyway: ids no longer kept (the
+            # checkpoint carries them; a family refused member by member has thousands)
+            if len(self.rejected_ids) <= MAX_AUDIT_REJECTS:
+                self.rejected_ids.add(record.member_id)
         elif rejected:
             self.rejected_without_id += 1
 
@@ -393,6 +455,9 @@ def _import_records(
     if saved_facts.get("effective"):
         facts.effective = date.fromisoformat(saved_facts["effective"])
     audit = _Audit.from_dict(state.get("audit"))
+    if kind != "csv":
+        run.ack = _ack_writer(run, result, key_of_file, rejecting=state.get("phase") == "envelope",
+                              state=state.get("ack"))  # fmt: skip
     if saved:
         point = state.get("resume") or {}
         log.info("resuming run %s of account %s at record %s / byte %s of %s (%s pass; %d "
@@ -402,6 +467,7 @@ def _import_records(
                  int(run.checkpoint.data.get("invocations", 0)))  # fmt: skip
     if state.get("phase") == "envelope":
         _check_envelope(run, blob, state)
+        run.ack = _ack_writer(run, result, key_of_file, rejecting=False, state=None)
     if state.get("phase") != "sweep":
         _import_members(run, blob, kind, result, state, rejects, facts, audit, key_of_file,
                         started)  # fmt: skip
@@ -410,6 +476,8 @@ def _import_records(
         _sweep(run, result, audit, facts, key_of_file)
     rejects.commit()
     writer.confirm()  # the blob effects below are not covered by the table's If-Match
+    if run.ack is not None:
+        _acknowledged(run, result, run.ack.finish())
     file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name), blob.etag)
     result.status = "processed"
     log.info("import %s/%s: %s processed: %d records, %d imported, %d rejected",
@@ -426,13 +494,19 @@ def _save(
     audit: _Audit,
     **changes: Any,
 ) -> None:
-    """Save the checkpoint (after the rows up to it are committed)."""
+    """Save the checkpoint (after the rows up to it are committed); the acknowledgment as it
+    was at its resume point (all of it without one: the file is read)."""
+    point = changes.get("resume")
+    ack = None
+    if run.ack is not None:
+        ack = run.ack.stage(until=int(point["segment"]) if point else None)
     report = asdict(result)
     report["reasons"] = dict(result.reasons)
     effective = facts.effective.isoformat() if facts.effective else None
     state.update(
         rejects=rejects.stage(), report=report, audit=audit.to_dict(),
-        facts={"transaction_sets": facts.transaction_sets, "effective": effective}, **changes,
+        facts={"transaction_sets": facts.transaction_sets, "effective": effective},
+        ack=ack, **changes,
     )  # fmt: skip
     run.checkpoint.save(state)
 
@@ -463,6 +537,8 @@ def _import_members(
     next_progress = time.monotonic() + run.progress_every
     started, first = time.monotonic(), result.records
     for record, prepared in _prepared(run, _reader(run, blob, kind, facts, state.get("resume"))):
+        if run.ack is not None:
+            run.ack.apply_until(record.number)
         result.records += 1
         in_chunk += 1
         origin = Provenance(request.run_id, result.name, record.location)
@@ -504,7 +580,7 @@ def _change_of(record: SourceRecord, today: date) -> Change:
 def _prepare(record: SourceRecord, today: date) -> Change | tuple[str, str]:
     """The record's validated change, or (category, reason) to reject it with."""
     if record.error is not None:
-        return "format", record.error
+        return record.category, record.error
     try:
         return _change_of(record, today)
     except RecordError as error:
@@ -520,8 +596,46 @@ def _prepared(
         window = [(r, _prepare(r, run.today)) for r in islice(records, PREFETCH_WINDOW)]
         if not window:
             return
-        run.writer.prefetch([c.member_id for _, c in window if isinstance(c, Change)])
+        changes = [c for _, c in window if isinstance(c, Change)]
+        run.writer.prefetch([i for c in changes for i in _candidate_ids(c)])
         yield from window
+
+
+def _candidate_ids(change: Change) -> list[str]:
+    """The member ids a change may be written under: its own, and for a dependent without
+    an id of its own the id of its values before a 2100B correction."""
+    return change.dependent.member_ids() if change.dependent is not None else [change.member_id]
+
+
+def _resolve_dependent(run: _Run, change: Change, key_of_file: str) -> str | tuple[str, str]:
+    """The member a dependent without an id of its own is (`dependents.py`), or (category,
+    reason) to reject it with: the row under its derived id; else the row under the id of
+    its values before a 2100B correction; else the one of the subscriber's stored
+    dependents whose values (as corrected since, or under an older id) give its digest;
+    else a new member under its derived id."""
+    dependent = change.dependent
+    assert dependent is not None
+    ids = dependent.member_ids()
+    for member_id in ids:
+        if run.writer.prior(member_id, key_of_file).member is not None:
+            return member_id
+    key = run.limits.id_key
+    found: set[str] = set()
+    for entity in run.writer.dependents_of(dependent.subscriber_id):
+        stored = member_from_entity(entity)
+        if stored.date_of_birth is None or not stored.first_name:
+            continue
+        digest = identity_digest(stored.subscriber_id, stored.relationship,
+                                 stored.date_of_birth, stored.first_name, key)  # fmt: skip
+        if digest in dependent.digests:
+            found.add(stored.member_id)
+    if len(found) > 1:
+        return "member_id", (
+            f"member_id: {len(found)} stored dependents of this subscriber have this "
+            "dependent's relationship, birth date and first name: it cannot be told which "
+            "one it is"
+        )
+    return found.pop() if found else ids[0]
 
 
 def _import_record(
@@ -540,6 +654,11 @@ def _import_record(
     if not isinstance(prepared, Change):
         return prepared
     change = prepared
+    if change.dependent is not None:
+        resolved = _resolve_dependent(run, change, key_of_file)
+        if isinstance(resolved, tuple):
+            return resolved
+        change = replace(change, member_id=resolved)
     writer = run.writer
     prior = writer.prior(change.member_id, key_of_file)
     member = apply(prior.member, change)
@@ -595,11 +714,49 @@ def _sweep(run: _Run, result: FileReport, audit: _Audit, facts: FileFacts, key: 
              result.audit)  # fmt: skip
 
 
-def _reject_whole_file(run: _Run, blob: Any, result: FileReport, reason: str) -> None:
-    """Move the file to rejected/ with its reason next to it (after the fence check)."""
+def _acknowledged(run: _Run, result: FileReport, outcome: AckOutcome) -> None:
+    result.ack = outcome.summary()
+    result.acks = outcome.blobs
+    log.info("import %s/%s: %s acknowledged: %s", run.request.account, run.request.run_id,
+             result.name, result.ack)  # fmt: skip
+
+
+def _acknowledge_rejection(run: _Run, blob: Any, result: FileReport, reason: str, *,
+                           too_big: bool) -> None:  # fmt: skip
+    """Acknowledge an 834 rejected whole: what its reading acknowledged so far, closed as
+    rejected; or, when no interchange header was read (the file refused unread, or a header
+    pyx12 cannot read), a TA1 from the ISA read loosely. No ISA, no acknowledgment."""
+    if result.kind != "x12-834":
+        return
+    ack = None if too_big else run.ack
+    outcome = ack.finish(rejected=True) if ack is not None else AckOutcome()
+    if outcome.kind is None and outcome.ta1 is None:
+        head = open_text(container_name(), blob.name, blob.etag, run.connection,
+                         size=int(blob.size or 0)).read(106) if result.bytes else ""  # fmt: skip
+        isa = loose_isa(head)
+        if isa is not None:
+            code = (
+                TA1_INVALID_CONTENT
+                if too_big
+                else TA1_INVALID_VERSION
+                if "Version" in reason
+                else TA1_INVALID_STRUCTURE
+            )
+            key = file_key(run.request.run_id, result.name, str(blob.etag or ""))
+            name = write_ta1(run.container.get_blob_client(run.layout.ack(result.name, "ta1")),
+                             isa, control_number(key), code)  # fmt: skip
+            outcome = AckOutcome(ta1=code, blobs=[name])
+    _acknowledged(run, result, outcome)
+
+
+def _reject_whole_file(run: _Run, blob: Any, result: FileReport, reason: str, *,
+                       too_big: bool = False) -> None:  # fmt: skip
+    """Move the file to rejected/ with its reason next to it (after the fence check), and
+    acknowledge its rejection (an 834)."""
     result.status = "rejected"
     result.error = reason
     run.writer.confirm()
+    _acknowledge_rejection(run, blob, result, reason, too_big=too_big)
     layout = run.layout
     file_mover.write_json(run.container, layout.rejected_reason(result.name), {
         "source": result.name, "run_id": run.request.run_id, "reason": reason,

@@ -23,7 +23,8 @@ row first, which changes the ETag, so the older holder's next transaction fails 
 and it stops with "stale holder: token N < M, stopping" and writes nothing more. This holds
 even when the older holder was paused past its lease and never noticed losing it.
 
-Several transactions can be in flight at once (`lanes`, app setting IMPORT_WRITE_LANES):
+Several transactions can be in flight at once (`lanes`, app setting IMPORT_WRITE_LANES,
+`config.py`):
 lane 0 is fenced by the state row as above, lane i by its own fence row `~state~{i}`, and
 a member always goes to the lane its key hashes to, so one member's writes stay in file
 order (one transaction in flight per lane). A newer holder's `open()` writes its token into
@@ -80,6 +81,7 @@ from blobsingleton import events, settings
 from blobsingleton.leases import instance_id
 
 from shared import storage
+from shared.imports.config import MAX_LANES
 from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY
 from shared.imports.records import ACTIVE, Coverage, Member
@@ -100,8 +102,6 @@ PREFETCH_THREADS = 8
 #: A range query that returns more than this many rows per key wanted is not worth it:
 #: later windows read point by point (the file is not in key order).
 RANGE_ROWS_PER_KEY = 3
-DEFAULT_LANES = 4
-MAX_LANES = 16
 _CONDITION_FAILED = frozenset({"UpdateConditionNotSatisfied", "ConditionNotMet"})
 #: A transaction whose outcome is unknown (connection broken, 500/503/504) and that did not
 #: land is sent again this many times, RESEND_DELAY_S, then twice, four times that apart.
@@ -122,15 +122,6 @@ class StaleHolder(RuntimeError):
         self.account = account
         self.token = token
         self.newer = newer
-
-
-def write_lanes() -> int:
-    """Transactions in flight per account (app setting IMPORT_WRITE_LANES, 1..16)."""
-    try:
-        lanes = int(settings.setting("IMPORT_WRITE_LANES", str(DEFAULT_LANES)) or DEFAULT_LANES)
-    except ValueError:
-        return DEFAULT_LANES
-    return max(1, min(MAX_LANES, lanes))
 
 
 def _lane_row(lane: int) -> str:
@@ -306,6 +297,9 @@ class FencedMemberWriter:
         self._fresh = False
         self._written = IdFilter()
         self._range_reads = True  # until a range query shows the file is not in key order
+        # dependents' rows by subscriber (`dependents_of`), read in this prefetch window
+        self._families: dict[str, dict[str, Any]] = {}
+        self._written_families = IdFilter(bits=1024 * 1024)
         self.resume_from = 0
         self.chunk_start = 0
         self.rows_written = 0
@@ -418,6 +412,11 @@ class FencedMemberWriter:
             pending[item["RowKey"]] = item
         self._cache[key] = entity  # what the next record must see
         self._written.add(key)
+        if not member.subscriber and member.subscriber_id:
+            family = _family_prefix(member.subscriber_id)
+            self._written_families.add(family)
+            if family in self._families:
+                self._families[family][key] = entity
         if len(pending) >= self.batch_size:
             self._submit(lane)
 
@@ -434,6 +433,7 @@ class FencedMemberWriter:
         too, so a record sees what the records before it in the window did."""
         keys = [k for k in dict.fromkeys(map(member_key, member_ids)) if self._unsent(k) is None]
         self._cache = {}
+        self._families = {}
         if self._fresh:
             self._cache = {k: None for k in keys if not self._written.might_contain(k)}
             keys = [k for k in keys if k not in self._cache]
@@ -470,6 +470,35 @@ class FencedMemberWriter:
                          "key order)", self.account)  # fmt: skip
                 return None
         return found
+
+    def dependents_of(self, subscriber_id: str) -> list[Any]:
+        """The rows of `subscriber_id`'s dependents whose ids start with "{subscriber id}-"
+        (the ids `dependents.py` derives, and the "{REF*0F}-{INS02}" ids older versions
+        gave dependents without an id of their own), as the next record must see them: one
+        range query per subscriber and prefetch window (none in an account that had no
+        members when this writer opened and to which it wrote none of them), this writer's
+        rows not yet committed laid over it."""
+        family = _family_prefix(subscriber_id)
+        rows = self._families.get(family)
+        if rows is None:
+            rows = {}
+            if not self._fresh or self._written_families.might_contain(family):
+                query = "PartitionKey eq @account and RowKey ge @low and RowKey lt @high"
+                high = family[:-1] + chr(ord(family[-1]) + 1)
+                params = {"account": self.account, "low": family, "high": high}
+                pages = self._table.query_entities(query, parameters=params)
+                for page in pages.by_page():
+                    self.reads += 1
+                    rows.update((str(e["RowKey"]), e) for e in page)
+            self._families[family] = rows
+        merged = dict(rows)
+        for lane in range(self.lanes):
+            inflight = self._inflight[lane]
+            for source in (inflight[1] if inflight is not None else {}, self._pending[lane]):
+                merged.update((k, e) for k, e in source.items() if k.startswith(family))
+        wanted = subscriber_id.strip()
+        return [e for k, e in merged.items() if is_member_row(k) and not e.get("Subscriber", True)
+                and str(e.get("SubscriberId") or "").strip() == wanted]  # fmt: skip
 
     def _get_member(self, key: str) -> Any:
         try:
@@ -673,6 +702,11 @@ class FencedMemberWriter:
             token=self.token,
         )
         return error
+
+
+def _family_prefix(subscriber_id: str) -> str:
+    """The RowKey prefix of a subscriber's dependents identified by `dependents.py`."""
+    return member_key(subscriber_id.strip() + "-")
 
 
 def _unknown_outcome(error: Exception) -> bool:

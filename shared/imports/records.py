@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from shared.imports.dependents import DependentKey
+
 #: The documented CSV header, and the fields every reader fills.
 FIELDS = (
     "member_id",
@@ -65,6 +67,8 @@ class SourceRecord:
     #: Where the reader can resume right after this record (`{"offset": byte, ...}`, what
     #: the reader needs), or None when it cannot stop here (inside an 834 family).
     resume: dict[str, Any] | None = field(default=None, compare=False)
+    #: What rejected it, when `error` is set: the report counts rejections by category.
+    category: str = "format"
 
     @property
     def location(self) -> str:
@@ -140,6 +144,8 @@ class Change:
     eligibility_end: date | None = None  # 2000 DTP*357
     effective: date | None = None  # 2000 DTP*303 maintenance effective date
     coverages: tuple[CoverageChange, ...] = ()
+    #: A dependent without an id of its own: how to find it (`dependents.py`).
+    dependent: DependentKey | None = None
 
     def __repr__(self) -> str:
         return f"Change(member_id={self.member_id!r}, maintenance={self.maintenance!r})"

@@ -3,8 +3,10 @@
 The report carries counts (records, adds, changes, terminations, reinstatements,
 unchanged, rejects), durations, file-level errors, what an audit file did to the members
 it left out, and for each file the first rejections with location, line, member id and
-reason. Reasons never quote values, so the report
-holds no names or birth dates; the rejected files next to it hold the records themselves.
+reason, and the X12 acknowledgments written for each 834 (`ack`: "999 A", "999 E",
+"999 R", "997 A", "TA1 R 023"..., `acks`: their blob names). Reasons never quote values,
+so the report holds no names or birth dates; the rejected files next to it hold the records
+themselves.
 An attempt log is written when an attempt starts and again when it ends: overlapping
 attempts of one account would show up there (the scenario checks that there are none).
 """
@@ -31,7 +33,9 @@ def _iso(epoch: float | None) -> str | None:
 class FileReport:
     name: str
     kind: str
-    status: str = "pending"  # processed | rejected (whole file) | changed (left in incoming)
+    #: processed | rejected (whole file) | changed (left in incoming) | refused (its name
+    #: cannot be used: left in incoming, unread)
+    status: str = "pending"
     token: int | None = None  # of the attempt that handled it
     bytes: int = 0
     records: int = 0
@@ -45,6 +49,8 @@ class FileReport:
     duration_s: float = 0.0
     error: str | None = None
     audit: str | None = None  # what an audit (030) file did to the members it left out
+    ack: str | None = None  # the acknowledgments written ("999 E, TA1 A 000"; "none")
+    acks: list[str] = field(default_factory=list)  # their blob names
     reasons: Counter[str] = field(default_factory=Counter)
     rejections: list[dict[str, Any]] = field(default_factory=list)
 
@@ -145,6 +151,8 @@ class RunReport:
                 "files_processed": sum(f.status == "processed" for f in self.files),
                 "files_rejected": sum(f.status == "rejected" for f in self.files),
                 "files_left_in_incoming": sum(f.status == "changed" for f in self.files),
+                "files_refused": sum(f.status == "refused" for f in self.files),
+                **self.ack_totals(),
                 "records": self.records,
                 "imported": self.imported,
                 "rejected": self.rejected,
@@ -153,6 +161,18 @@ class RunReport:
             },
             "errors": self.errors,
             "files": files,
+        }
+
+    def ack_totals(self) -> dict[str, int]:
+        """Acknowledgments written: functional (999/997) by AK901, and TA1s."""
+        codes = [f.ack.split(",")[0].split() for f in self.files if f.ack and f.ack != "none"]
+        functional = [c[1] for c in codes if c[0] in ("999", "997") and len(c) > 1]
+        return {
+            "acks_written": sum(len(f.acks) for f in self.files),
+            "acks_accepted": functional.count("A"),
+            "acks_accepted_with_errors": functional.count("E") + functional.count("P"),
+            "acks_rejected": functional.count("R"),
+            "acks_ta1": sum("TA1" in (f.ack or "") for f in self.files),
         }
 
     def summary(self) -> dict[str, Any]:

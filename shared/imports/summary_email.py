@@ -44,7 +44,11 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
         "",
         f"Files: {totals['files']} ({totals['files_processed']} processed, "
         f"{totals['files_rejected']} rejected as a whole, "
-        f"{totals['files_left_in_incoming']} left in incoming)",
+        f"{totals['files_left_in_incoming']} left in incoming, "
+        f"{totals['files_refused']} refused by name)",
+        f"Acknowledgments: {totals['acks_written']} written ({totals['acks_accepted']} "
+        f"accepted, {totals['acks_accepted_with_errors']} accepted with errors, "
+        f"{totals['acks_rejected']} rejected; {totals['acks_ta1']} TA1)",
         f"Records: {totals['records']}; imported {totals['imported']}; "
         f"rejected {totals['rejected']}",
         f"Members: {totals['added']} added, {totals['changed']} changed, "
@@ -57,7 +61,11 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
             f"- {f.name}: {f.status}, {f.added} added, {f.changed} changed, "
             f"{f.terminated} terminated, {f.reinstated} reinstated, {f.rejected} rejected"
         )
-        lines.append(line + (f" ({f.error})" if f.error else ""))
+        lines.append(
+            line
+            + (f" ({f.error})" if f.error else "")
+            + (f"; acknowledged: {f.ack}" if f.ack else "")
+        )
         if f.audit:
             lines.append(f"  {f.audit}")
     lines += ["", f"Report: {report_blob}"]

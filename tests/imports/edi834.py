@@ -57,3 +57,20 @@ def read(data: bytes, facts: FileFacts | None = None) -> list[SourceRecord]:
     stream = ChunkedText(data[i : i + 37] for i in range(0, len(data), 37))
     assert check_envelope(ChunkedText([data])) == []
     return list(read_834(stream, facts))
+
+
+def member_loops(name: str) -> list[list[str]]:
+    """The member loops (INS to the next INS or SE) of real file `name`, each as its
+    segments without terminators, byte for byte as published."""
+    text = real(name).decode("ascii")
+    terminator = text[105]
+    segments = [s.strip() for s in text.split(terminator) if s.strip()]
+    loops: list[list[str]] = []
+    for segment in segments:
+        if segment.startswith("INS*"):
+            loops.append([segment])
+        elif segment.startswith(("SE*", "GE*", "IEA*")):
+            break
+        elif loops:
+            loops[-1].append(segment)
+    return loops

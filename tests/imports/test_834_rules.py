@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 
+from shared.imports.dependents import identity_digest
 from shared.imports.edi_reader import FileFacts
 from shared.imports.maintenance import (
     ADD,
@@ -117,22 +118,27 @@ def dependent(ref_0f: str, relationship: str, *extra: str, nm1: str = "NM1*IL*1*
 def test_dependents_are_identified_as_real_files_identify_them() -> None:
     family = [
         *subscriber("S1"),
-        *dependent("S1", "01"),  # spouse: the subscriber's REF*0F and the relationship
+        *dependent("S1", "01"),  # spouse: the subscriber's REF*0F, relationship, birth, name
         *dependent("S1", "19", "REF*23*CHILD-A"),  # REF*23
         *dependent("S1", "19", nm1="NM1*IL*1*QUIXOTE*BEA****ZZ*MBR 77"),  # NM109 (ZZ)
         *dependent("S1", "19", nm1="NM1*IL*1*QUIXOTE*CAL****34*123456789"),  # an SSN: never
     ]
     ids = [r.member_id for r in read(interchange(family))]
-    assert ids == ["S1", "S1-01", "CHILD-A", "MBR 77", "S1-19"]
-    assert "123456789" not in str(ids)
+    spouse = identity_digest("S1", "01", date(2010, 1, 1), "ANA")
+    child = identity_digest("S1", "19", date(2010, 1, 1), "CAL")
+    assert ids == ["S1", f"S1-01-{spouse}", "CHILD-A", "MBR 77", f"S1-19-{child}"]
+    assert "123456789" not in str(ids) and "ANA" not in str(ids) and "2010" not in str(ids)
 
 
-def test_two_dependents_only_told_apart_by_their_names_are_rejected_not_merged() -> None:
+def test_two_dependents_with_one_identity_are_rejected_not_merged() -> None:
+    """Twins with one name (or one child sent twice): the same subscriber, relationship,
+    birth date and first name. Nothing tells them apart: both rejected, never merged."""
     family = subscriber("S1") + dependent("S1", "19") + dependent("S1", "19")
     records = read(interchange(family))
     assert records[0].error is None
     assert all("2 dependents of one subscriber with relationship INS02=19" in (r.error or "")
-               for r in records[1:])  # fmt: skip
+               and "cannot be told apart" in (r.error or "") for r in records[1:])  # fmt: skip
+    assert all(r.change is None for r in records[1:])
 
 
 def test_a_member_cancelled_then_reenrolled_later_in_the_file_ends_up_enrolled() -> None:

@@ -22,6 +22,7 @@ READERS = {
     "setting",
     "require",
     "_number",
+    "_whole",
     "_setting_number",
     "_float_setting",
     "from_settings",
