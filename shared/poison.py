@@ -20,9 +20,9 @@ from typing import TypeVar
 
 import azure.functions as func
 from blobsingleton import settings
-from blobsingleton.queues import describe_id, overridden_metadata
 
 from shared import storage
+from shared.queue_metadata import describe_id, overridden_metadata
 
 logger = logging.getLogger(__name__)
 

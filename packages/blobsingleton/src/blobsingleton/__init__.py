@@ -42,19 +42,7 @@ __version__ = "0.4.0"
 atexit.register(_release_all)
 
 __all__ = [
-    "AlreadyInProgress",
-    "BlobLease",
-    "BlobSingletonError",
-    "Busy",
-    "LeaseLost",
-    "LeaseTimeout",
-    "Mode",
-    "PayloadMismatch",
-    "RunLost",
-    "StorageAccount",
-    "__version__",
-    "current_lease",
-    "current_run",
-    "once",
-    "singleton",
-]
+    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseTimeout",
+    "Mode", "PayloadMismatch", "RunLost", "StorageAccount", "__version__", "current_lease",
+    "current_run", "once", "singleton",
+]  # fmt: skip

@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 from blobsingleton import _defaults, _keep
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name, prefix
@@ -253,6 +254,7 @@ class BlobLease(BaseLease):
         may have handed it meanwhile (fails harmlessly, 2 requests, if it is not ours)."""
         if self._line is None or wait.ticket is None:
             return
+        telemetry.annotate(line_ticket=wait.ticket, line_places=wait.joined_places)
         try:
             self._line.leave(wait.ticket)
         except LeaseError as error:  # the entry goes stale by itself within a period

@@ -12,10 +12,12 @@ from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _deferral as deferral
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope
 from blobsingleton._offloop import off_loop
+from blobsingleton._telemetry import Invocation
 
 log = logging.getLogger("blobsingleton")
 
@@ -84,6 +86,8 @@ class Admission:
     result: Any = None
     busy: Exception | None = None
     retry_after: float = 0.0
+    #: Why it did not run, when not busy (its telemetry outcome): "replayed", "skipped".
+    outcome: str = "skipped"
 
 
 RUN = Admission(run=True)
@@ -104,6 +108,10 @@ class Guard(ABC):
     def settle(self, result: Any, failed: bool) -> None:
         """Blocking: give the guard back after the body (which returned `result` or raised)."""
 
+    def describe(self) -> dict[str, Any]:
+        """What its invocation's span records: key, token, attempt."""
+        return {}
+
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Context the body runs in (e.g. the current lease); none by default."""
@@ -118,6 +126,12 @@ class BusyHandling:
     queue: str | None
     defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
+
+    def outcome(self, admission: Admission) -> str:
+        """The telemetry outcome of an invocation not admitted to run."""
+        if admission.busy is None:
+            return admission.outcome
+        return {"skip": "skipped", "defer": "deferred"}.get(str(self.policy), "busy")
 
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
@@ -159,13 +173,19 @@ class _Unguarded(Guard):
 unguarded = _Unguarded()
 
 
-def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
+def guarded(
+    fn: F, make_guard: Callable[..., Guard], busy: BusyHandling, label: tuple[str, str]
+) -> F:
     """Wrap `fn` (sync or async, signature kept for the worker) in the guard `make_guard` builds
-    from each invocation's arguments. A DEFER without a queue message waits as WAIT does."""
+    from each invocation's arguments, in a span `label` names (decorator, key template). A
+    DEFER without a queue message waits as WAIT does."""
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 
-    def without_message(admission: Admission, arguments: dict[str, Any]) -> bool:
+    def admitted(call: Invocation, guard: Guard, admission: Admission, arguments: Any) -> bool:
+        """Whether to wait instead: a DEFER that found no queue message among the arguments."""
+        call.waited(**guard.describe())
+        call.outcome = "ran" if admission.run else busy.outcome(admission)
         if admission.busy is None or busy.policy != Busy.DEFER:
             return False
         if deferral.find_message(arguments) is not None:
@@ -184,12 +204,15 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
     if inspect.iscoroutinefunction(fn):
 
         async def run_async(*args: Any, **kwargs: Any) -> Any:
-            with invocation_scope(kwargs):
+            with invocation_scope(kwargs), telemetry.invocation(*label) as call:
                 guard = make_guard(*args, **kwargs)
                 admission = await guard.enter_async(wait)
                 arguments = signature.bind(*args, **kwargs).arguments
-                if without_message(admission, arguments):
+                if admitted(call, guard, admission, arguments):
                     admission = await guard.enter_async(True)
+                    if admission.busy is not None:
+                        raise admission.busy
+                    call.outcome = "ran"
                 if not admission.run:
                     if admission.busy is not None and busy.policy == Busy.DEFER:
                         return await off_loop(in_thread(lambda: not_run(admission, arguments)))
@@ -207,14 +230,15 @@ def guarded(fn: F, make_guard: Callable[..., Guard], busy: BusyHandling) -> F:
         return entry_point(run_async, fn)  # type: ignore[return-value]
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        with invocation_scope(kwargs):
+        with invocation_scope(kwargs), telemetry.invocation(*label) as call:
             guard = make_guard(*args, **kwargs)
             admission = guard.enter(wait)
             arguments = signature.bind(*args, **kwargs).arguments
-            if without_message(admission, arguments):
+            if admitted(call, guard, admission, arguments):
                 admission = guard.enter(True)
                 if admission.busy is not None:
                     raise admission.busy
+                call.outcome = "ran"
             if not admission.run:
                 return not_run(admission, arguments)
             try:

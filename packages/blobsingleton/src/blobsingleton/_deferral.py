@@ -10,7 +10,7 @@ from typing import Any
 from blobsingleton import _defaults
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
-from blobsingleton.queues import QueueMessageLike, describe_id, send_message
+from blobsingleton.queues import QueueMessageLike, send_message
 from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
@@ -31,14 +31,10 @@ def defer(
     seconds = max(1, min(MAX_DELAY, round(delay)))
     body = message.get_body()
     copy_id = send_message(storage or _defaults.account_from_settings(), name, body, seconds)
-    log.info(
-        "deferred message %s on %s by %d s as message %s: %s",
-        describe_id(message),
-        name,
-        seconds,
-        copy_id,
-        reason,
-    )
+    log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
+        "deferred message %r on %s by %d s as message %s: %s",
+        message.id, name, seconds, copy_id, reason,
+    )  # fmt: skip
     emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
 
 

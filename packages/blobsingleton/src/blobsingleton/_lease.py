@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._events import emit_lease
 from blobsingleton._invocation import in_thread, thread_target
 from blobsingleton._offloop import off_loop
@@ -85,6 +86,7 @@ class BaseLease(ABC):
         self._renewer: threading.Thread | None = None
         self._state_lock = threading.Lock()
         self._clock = clock
+        self._acquired_at = 0.0  # monotonic: when the current acquisition was taken
 
     @abstractmethod
     def _try_acquire(self) -> int | None:
@@ -128,10 +130,18 @@ class BaseLease(ABC):
     ) -> Self:
         """Take the lease; wait up to `timeout` seconds (None: forever) unless not `blocking`,
         trying about every `poll_interval` s. `LeaseTimeout` (a `TimeoutError`) if it stays busy."""
-        with contextlib.closing(self._waits(timeout, blocking, poll_interval)) as waits:
-            while not self._attempt():
-                time.sleep(next(waits))
+        with telemetry.span("blobsingleton.acquire", key=self.key) as started:
+            with contextlib.closing(self._waits(timeout, blocking, poll_interval)) as waits:
+                while not self._attempt():
+                    time.sleep(next(waits))
+            self._acquired_telemetry(started)
         return self
+
+    def _acquired_telemetry(self, started: float) -> None:
+        self._acquired_at = time.monotonic()
+        waited = self._acquired_at - started
+        telemetry.WAITED.record(waited, {"decorator": "lease"})
+        telemetry.annotate(token=self._token, wait_s=round(waited, 6))
 
     async def acquire_async(
         self,
@@ -141,12 +151,14 @@ class BaseLease(ABC):
     ) -> Self:
         """`acquire` for coroutines: storage calls run in a thread, waits don't block the loop.
         Cancelled at any point, it leaves the lease free."""
-        waits = self._waits(timeout, blocking, poll_interval)
-        try:
-            while not await off_loop(in_thread(self._attempt), undo=self._give_back_if_taken):
-                await asyncio.sleep(await off_loop(in_thread(lambda: next(waits))))
-        finally:
-            await off_loop(in_thread(waits.close))
+        with telemetry.span("blobsingleton.acquire", key=self.key) as started:
+            waits = self._waits(timeout, blocking, poll_interval)
+            try:
+                while not await off_loop(in_thread(self._attempt), undo=self._give_back_if_taken):
+                    await asyncio.sleep(await off_loop(in_thread(lambda: next(waits))))
+            finally:
+                await off_loop(in_thread(waits.close))
+            self._acquired_telemetry(started)
         return self
 
     def release(self) -> None:
@@ -166,6 +178,12 @@ class BaseLease(ABC):
             if self._token is None:
                 return
             token, self._token = self._token, None
+        held = time.monotonic() - self._acquired_at
+        telemetry.HELD.record(held, {"decorator": "lease"})
+        with telemetry.span("blobsingleton.release", key=self.key, token=token, held_s=held):
+            self._hand_back(token)
+
+    def _hand_back(self, token: int) -> None:
         self._stop_renewing.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join()
@@ -274,6 +292,7 @@ class BaseLease(ABC):
             self._lost_error = LeaseLost(self.key, self._token, reason)  # is_held is False now
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
+        telemetry.LEASES_LOST.add(1)
         emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:

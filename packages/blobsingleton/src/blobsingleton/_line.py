@@ -111,6 +111,7 @@ class LineWait:
         self.ticket: int | None = None  # our place in line, once joined
         self.lease_id = ""  # the lease id we stand in line with
         self._refreshed_at = self._looked_at = self._moved_at = 0.0  # monotonic
+        self.joined_places = 0
         self._places = 1  # places before ours (the holder's included)
         self._turn_at = 0.0  # monotonic: when our place should come up
         self._holder_since = 0.0  # monotonic: about when the holder before us took over
@@ -140,6 +141,7 @@ class LineWait:
         else:  # the ticket we just handed to holds the key since a moment ago
             self._places, self._looked_at, self._holder_since = places, now, now
         self._plan()
+        self.joined_places = self._places  # places before ours, the holder's included
 
     def _look(self) -> None:
         """List the line: the places before ours, the holder's included (1 request)."""

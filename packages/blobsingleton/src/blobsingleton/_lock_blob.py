@@ -12,6 +12,7 @@ from azure.core.exceptions import (
     HttpResponseError,
 )
 
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._owner import Owner
 from blobsingleton._storage import create_container_quietly, error_code, is_transient
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
@@ -66,6 +67,7 @@ class LockState:
 @contextlib.contextmanager
 def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
     """Map storage errors to the lease module's exceptions, by `error_code` only."""
+    telemetry.storage(operation)
     try:
         yield
     except HttpResponseError as error:

@@ -104,11 +104,16 @@ class _RecordGuard(Guard):
         if outcome.decision == Decision.STORED:
             emit("replay", key=key, function=self.results.function, attempt=record.attempt)
             result = self.results.replay(key, record.result)
-            return Admission(run=False, result=self.on_replay(result) if self.on_replay else result)
+            replayed = self.on_replay(result) if self.on_replay else result
+            return Admission(run=False, result=replayed, outcome="replayed")
         if outcome.decision == Decision.ABANDONED:
             return Admission(run=False)
         busy = self.handler.busy_error(record)
         return Admission(run=False, busy=busy, retry_after=self.handler.retry_after(record))
+
+    def describe(self) -> dict[str, Any]:
+        handler = self.handler
+        return {"key": handler.key, "attempt": handler.attempt or None, "token": handler.token}
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -222,6 +227,6 @@ def once(
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
-        return guarded(fn, make_guard, busy)
+        return guarded(fn, make_guard, busy, ("once", key))
 
     return decorate

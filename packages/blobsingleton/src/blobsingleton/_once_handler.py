@@ -22,6 +22,7 @@ from blobsingleton._keys import validate_key
 from blobsingleton._offloop import off_loop
 from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status, watches
+from blobsingleton._telemetry import TAKEOVERS
 from blobsingleton.errors import (
     AlreadyInProgress,
     PayloadMismatch,
@@ -174,6 +175,7 @@ class OnceHandler:
             self.key, record.attempt, record.owner,
         )  # fmt: skip
         emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
+        TAKEOVERS.add(1)
         return self._in_progress(record.attempt + 1)
 
     def hold(self, outcome: Outcome, seconds: float) -> Outcome:

@@ -15,6 +15,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import _record_blob
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
 from blobsingleton._owner import instance_id
@@ -282,6 +283,7 @@ class RecordWatch:
         returns the highest name covered (names not listed up to it are absent)."""
         covered, marker = "", None
         for _ in range(MAX_PAGES):
+            telemetry.storage("watch records")
             try:
                 page = list_page(self._container, prefix, page_size, marker)
             except HttpResponseError as error:
@@ -311,6 +313,7 @@ class RecordWatch:
         condition: dict[str, Any] = {}
         if etag:
             condition = {"etag": etag, "match_condition": MatchConditions.IfModified}
+        telemetry.storage("watch a record")
         try:
             download = blob.download_blob(raw_response_hook=served, **condition)
             raw = download.readall()

@@ -117,6 +117,11 @@ class _LeaseGuard(Guard):
         while self._held:
             self._held.pop().release()
 
+    def describe(self) -> dict[str, Any]:
+        tokens = [lease.token for lease in self._held]
+        key = ",".join(lease.key for lease in self.leases)
+        return {"key": key, "token": tokens[0] if len(tokens) == 1 else None}
+
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         token = _current.set(tuple(self.leases))
@@ -144,38 +149,20 @@ class _LeaseGuard(Guard):
 
 @overload
 def singleton(
-    key: str | Sequence[str],
-    /,
-    *,
-    scope: Scope = ...,
-    on_busy: Literal[Busy.WAIT] | Callable[[Exception], Any] = ...,
-    wait_timeout: float = ...,
-    period: float = ...,
-    queue: str | None = ...,
-    defer_seconds: float | None = ...,
-    schedule: str | None = ...,
-    container: ContainerClient | None = ...,
-    storage: StorageAccount | None = ...,
-    fair: bool | None = ...,
-    namespace: str | None = ...,
-) -> Guarded: ...
+    key: str | Sequence[str], /, *, scope: Scope = ...,
+    on_busy: Literal[Busy.WAIT] | Callable[[Exception], Any] = ..., wait_timeout: float = ...,
+    period: float = ..., queue: str | None = ..., defer_seconds: float | None = ...,
+    schedule: str | None = ..., container: ContainerClient | None = ...,
+    storage: StorageAccount | None = ..., fair: bool | None = ..., namespace: str | None = ...,
+) -> Guarded: ...  # fmt: skip
 @overload
 def singleton(
-    key: str | Sequence[str],
-    /,
-    *,
-    scope: Scope = ...,
-    on_busy: BusyPolicy,
-    wait_timeout: float = ...,
-    period: float = ...,
-    queue: str | None = ...,
-    defer_seconds: float | None = ...,
-    schedule: str | None = ...,
-    container: ContainerClient | None = ...,
-    storage: StorageAccount | None = ...,
-    fair: bool | None = ...,
-    namespace: str | None = ...,
-) -> MaybeSkipped: ...
+    key: str | Sequence[str], /, *, scope: Scope = ..., on_busy: BusyPolicy,
+    wait_timeout: float = ..., period: float = ..., queue: str | None = ...,
+    defer_seconds: float | None = ..., schedule: str | None = ...,
+    container: ContainerClient | None = ..., storage: StorageAccount | None = ...,
+    fair: bool | None = ..., namespace: str | None = ...,
+) -> MaybeSkipped: ...  # fmt: skip
 def singleton(
     key: str | Sequence[str],
     /,
@@ -245,7 +232,7 @@ def singleton(
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)
 
-        wrapper = guarded(fn, make_guard, busy)
+        wrapper = guarded(fn, make_guard, busy, ("singleton", ",".join(templates)))
         setattr(wrapper, MARK, True)
         return wrapper
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import response_hook
 from blobsingleton.errors import StorageUnavailable
 
@@ -46,6 +47,7 @@ def is_transient(error: BaseException) -> bool:
 @contextlib.contextmanager
 def unavailable_as(operation: str) -> Iterator[None]:
     """Let answered errors through; turn transient failures into `StorageUnavailable`."""
+    telemetry.storage(operation)
     try:
         yield
     except AzureError as error:

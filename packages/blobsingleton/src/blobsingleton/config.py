@@ -19,15 +19,6 @@ from blobsingleton._namespace import host_id, namespace
 from blobsingleton._templates import function_scope as scope_of
 
 __all__ = [
-    "RETRY",
-    "StorageAccount",
-    "blob_name",
-    "encode_key",
-    "from_settings",
-    "host_id",
-    "namespace",
-    "scope_of",
-    "set_client_options",
-    "set_default_credential",
-    "validate_key",
-]
+    "RETRY", "StorageAccount", "blob_name", "encode_key", "from_settings", "host_id",
+    "namespace", "scope_of", "set_client_options", "set_default_credential", "validate_key",
+]  # fmt: skip

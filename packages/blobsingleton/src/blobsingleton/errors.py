@@ -25,8 +25,7 @@ class OutsideGuardedCall(BlobSingletonError, LookupError):
 
     def __init__(self, accessor: str, decorator: str) -> None:
         super().__init__(f"{accessor} called outside a {decorator} function")
-        self.accessor = accessor
-        self.decorator = decorator
+        self.accessor, self.decorator = accessor, decorator
 
 
 class SettingMissing(BlobSingletonError, LookupError):
@@ -36,8 +35,7 @@ class SettingMissing(BlobSingletonError, LookupError):
 
     def __init__(self, name: str, detail: str = "") -> None:
         super().__init__(detail or f"app setting {name!r} is not set")
-        self.name = name
-        self.detail = detail
+        self.name, self.detail = name, detail
 
 
 class InvalidKey(BlobSingletonError, ValueError):
@@ -47,8 +45,7 @@ class InvalidKey(BlobSingletonError, ValueError):
 
     def __init__(self, key: object, reason: str) -> None:
         super().__init__(f"invalid key: {reason}")
-        self.key = key
-        self.reason = reason
+        self.key, self.reason = key, reason
 
 
 class KeyTemplateError(BlobSingletonError, LookupError):
@@ -58,9 +55,7 @@ class KeyTemplateError(BlobSingletonError, LookupError):
 
     def __init__(self, template: str, field: str, reason: str) -> None:
         super().__init__(f"key template {template!r}: {{{field}}} {reason}")
-        self.template = template
-        self.field = field
-        self.reason = reason
+        self.template, self.field, self.reason = template, field, reason
 
 
 class StorageUnavailable(BlobSingletonError):
@@ -70,8 +65,7 @@ class StorageUnavailable(BlobSingletonError):
 
     def __init__(self, operation: str, cause: BaseException | str) -> None:
         super().__init__(f"storage unavailable during {operation}: {cause}")
-        self.operation = operation
-        self.cause = str(cause)
+        self.operation, self.cause = operation, str(cause)
 
 
 class LeaseError(BlobSingletonError):
@@ -85,8 +79,7 @@ class LeaseTimeout(LeaseError, TimeoutError):
 
     def __init__(self, key: str, waited: float) -> None:
         super().__init__(f"lease {key!r} is busy (waited {waited:.1f} s)")
-        self.key = key
-        self.waited = waited
+        self.key, self.waited = key, waited
 
 
 class LeaseLost(LeaseError):
@@ -96,9 +89,7 @@ class LeaseLost(LeaseError):
 
     def __init__(self, key: str, token: int | None, reason: str) -> None:
         super().__init__(f"lease {key!r} (token {token}) lost: {reason}")
-        self.key = key
-        self.token = token
-        self.reason = reason
+        self.key, self.token, self.reason = key, token, reason
 
 
 class LeaseNotHeld(LeaseError):
@@ -116,8 +107,7 @@ class AlreadyInProgress(OnceError, TimeoutError):
 
     def __init__(self, key: str, expires_at: float) -> None:
         super().__init__(f"run-once key {key!r} is in progress elsewhere")
-        self.key = key
-        self.expires_at = expires_at
+        self.key, self.expires_at = key, expires_at
 
 
 class PayloadMismatch(OnceError, ValueError):
@@ -129,8 +119,7 @@ class PayloadMismatch(OnceError, ValueError):
     def __init__(self, key: str, fields: tuple[str, ...] = ()) -> None:
         differ = f" (fields that differ: {', '.join(fields)})" if fields else ""
         super().__init__(f"run-once key {key!r} was used before with a different payload{differ}")
-        self.key = key
-        self.fields = tuple(fields)
+        self.key, self.fields = key, tuple(fields)
 
 
 class RunLost(OnceError):
@@ -140,8 +129,7 @@ class RunLost(OnceError):
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"run-once key {key!r} lost: {reason}")
-        self.key = key
-        self.reason = reason
+        self.key, self.reason = key, reason
 
 
 class ResultNotStorable(OnceError, TypeError):
@@ -156,9 +144,7 @@ class ResultNotStorable(OnceError, TypeError):
             " stored for its duplicates; return JSON, a dataclass, Decimal, datetime, an"
             " HttpResponse..., or pass @once(result=codec)"
         )
-        self.key = key
-        self.function = function
-        self.type_name = type_name
+        self.key, self.function, self.type_name = key, function, type_name
 
 
 class RecordConflict(OnceError):
@@ -190,24 +176,8 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "AlreadyInProgress",
-    "BlobSingletonError",
-    "InvalidKey",
-    "InvalidRequest",
-    "KeyTemplateError",
-    "LeaseError",
-    "LeaseLost",
-    "LeaseNotHeld",
-    "LeaseTimeout",
-    "NotFound",
-    "NotHeld",
-    "OnceError",
-    "OpsError",
-    "OutsideGuardedCall",
-    "PayloadMismatch",
-    "RecordConflict",
-    "ResultNotStorable",
-    "RunLost",
-    "SettingMissing",
-    "StorageUnavailable",
-]
+    "AlreadyInProgress", "BlobSingletonError", "InvalidKey", "InvalidRequest",
+    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NotFound",
+    "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
+    "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing", "StorageUnavailable",
+]  # fmt: skip

@@ -14,13 +14,6 @@ from blobsingleton._owner import Owner, instance_id
 from blobsingleton._shutdown import install_signal_handlers, release_all
 
 __all__ = [
-    "DEFAULT_POLL_INTERVAL",
-    "TURNS_IN_A_ROW",
-    "BaseLease",
-    "LockState",
-    "Owner",
-    "install_signal_handlers",
-    "instance_id",
-    "read_lock",
-    "release_all",
-]
+    "DEFAULT_POLL_INTERVAL", "TURNS_IN_A_ROW", "BaseLease", "LockState", "Owner",
+    "install_signal_handlers", "instance_id", "read_lock", "release_all",
+]  # fmt: skip

@@ -274,16 +274,9 @@ def memory_backends(clock: FakeClock | None = None) -> Iterator[MemoryBackends]:
 
 
 __all__ = [
-    "FakeClock",
-    "MemoryBackends",
-    "MemoryLease",
-    "MemoryLocks",
-    "MemoryRecordStore",
-    "RequestCounter",
-    "crashed_run",
-    "forget_remembered_records",
-    "memory_backends",
-]
+    "FakeClock", "MemoryBackends", "MemoryLease", "MemoryLocks", "MemoryRecordStore",
+    "RequestCounter", "crashed_run", "forget_remembered_records", "memory_backends",
+]  # fmt: skip
 
 
 def forget_remembered_records() -> None:
