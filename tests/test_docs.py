@@ -176,6 +176,38 @@ def test_every_relative_link_of_the_documentation_resolves() -> None:
     assert problems == []
 
 
+_NAMED_FILE = re.compile(
+    r"`((?:packages|tests|devhost|harness|bench|shared|functions|docs)/[\w./-]+)(?:::\w+)?`"
+)
+
+
+def missing_named_files(page: Path, root: Path = ROOT) -> list[str]:
+    """Repository files a page names in code spans (`tests/x/test_y.py`) that do not exist:
+    a test cited as evidence must be there to read. Relative to the root, or the page's own
+    package (`tests/...` on the library's page)."""
+    text = "\n".join(_prose_lines(page.read_text()))
+    bases = [root, *([page.parent] if page.parent != root else [])]
+    found = []
+    for named in _NAMED_FILE.findall(text):
+        path = named.split("::")[0].rstrip("/")
+        if not any((base / path).exists() for base in bases):
+            found.append(f"{page.relative_to(root)}: {path}: no such file")
+    return found
+
+
+def test_the_checker_finds_a_file_named_in_code_that_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    page = tmp_path / "README.md"
+    page.write_text("shown by `tests/test_a.py::test_x`, `tests/test_gone.py` and `tests/{x}/`\n")
+    assert missing_named_files(page, tmp_path) == ["README.md: tests/test_gone.py: no such file"]
+
+
+def test_every_file_the_documentation_names_exists() -> None:
+    problems = [problem for page in documentation() for problem in missing_named_files(page)]
+    assert problems == []
+
+
 def test_the_readme_is_a_landing_page() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
