@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -30,14 +31,17 @@ TAKEOVER_SLACK = 5.0
 
 
 class Child:
-    """One skewed process; its lines are read as they come (events, not sleeps)."""
+    """One skewed process; its lines are read as they come (events, not sleeps). Its stdout is
+    only ever read through one buffered reader (a `communicate()` after a `readline()` would
+    miss the lines that reader had already buffered); stderr goes to a file."""
 
     def __init__(self, env: dict[str, str], offset: float, kind: str, key: str, work: float):
+        self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by the fixture)
         self.proc = subprocess.Popen(
             [sys.executable, *CHILD, str(offset), kind, key, str(work), str(IN_PROGRESS_TIMEOUT)],
             env=env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self.errors,
             text=True,
         )
         self.lines: list[str] = []
@@ -59,16 +63,23 @@ class Child:
         raise AssertionError(f"no {wanted!r} line; got {self.lines}; stderr: {self.stderr_tail()}")
 
     def finish(self, timeout: float = 90.0) -> list[str]:
-        out, err = self.proc.communicate(timeout=timeout)
-        self.lines += [line.strip() for line in out.splitlines()]
-        assert self.proc.returncode == 0, err[-2000:]
+        """The rest of its lines, once it exits (killed if it is still running at `timeout`)."""
+        assert self.proc.stdout is not None
+        stop = threading.Timer(timeout, self.proc.kill)
+        stop.start()
+        try:
+            self.lines += [line.strip() for line in self.proc.stdout.read().splitlines()]
+            self.proc.wait()
+        finally:
+            stop.cancel()
+        assert self.proc.returncode == 0, self.stderr_tail()
         return self.lines
 
     def stderr_tail(self) -> str:
         if self.proc.poll() is None:
             return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-2000:]
+        self.errors.seek(0)
+        return self.errors.read()[-2000:]
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -88,6 +99,7 @@ def spawn(subprocess_env: dict[str, str]) -> Iterator[object]:
     for child in children:
         if child.proc.poll() is None:
             child.kill()
+        child.errors.close()
 
 
 @pytest.mark.parametrize("kind", ["once-alo", "once-amo", "singleton"])
