@@ -153,14 +153,38 @@ class _Watch:
         return [a for a in (self.json(n) for n in names) if a is not None]
 
 
-def _holder_instance(supervisor: Supervisor, watch: _Watch, instances: int) -> int | None:
-    """The devhost instance running the newest attempt, if it is still running (devhost
-    names its instances `devhost-{n}` in WEBSITE_INSTANCE_ID)."""
-    latest = max(watch.attempts(), key=lambda a: a.get("token", 0), default=None)
+def _newest_attempt(watch: _Watch) -> dict[str, Any] | None:
+    return max(watch.attempts(), key=lambda a: a.get("token", 0), default=None)
+
+
+def _holder_instance(watch: _Watch, instances: int) -> tuple[int, Any] | None:
+    """The devhost instance running the newest attempt and that attempt's token, if it is
+    still running (devhost names its instances `devhost-{n}` in WEBSITE_INSTANCE_ID)."""
+    latest = _newest_attempt(watch)
     if latest is None or latest.get("finished_at") is not None:
         return None
     number = str(latest.get("instance", "")).rsplit("-", 1)[-1]
-    return int(number) if number.isdigit() and int(number) < instances else None
+    if not number.isdigit() or int(number) >= instances:
+        return None
+    return int(number), latest.get("token")
+
+
+def _kill_mid_attempt(supervisor: Supervisor, watch: _Watch, instances: int) -> int | None:
+    """SIGKILL the instance running the newest attempt; its number if the attempt was still
+    running when the process died. With a 0.5 s invocation budget the attempt may end between
+    reading it and the kill: then the kill missed the import (the instance is respawned) and
+    None says to try again."""
+    holder = _holder_instance(watch, instances)
+    pid = supervisor.pid(holder[0]) if holder is not None else None
+    if holder is None or pid is None:
+        return None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while holder[0] in supervisor.alive() and supervisor.pid(holder[0]) == pid:
+        assert time.monotonic() < deadline, f"instance {holder[0]} outlived SIGKILL"
+        time.sleep(0.02)  # gone: nothing it sent can still be on its way after this read
+    attempt = next((a for a in watch.attempts() if a.get("token") == holder[1]), {})
+    return holder[0] if attempt.get("finished_at") is None else None
 
 
 #: Rows per range query of the check: Azurite (LokiJS) filters the whole table and sorts
@@ -339,12 +363,11 @@ def _run_one(
             point = watch.checkpoint()
             done = int((point.get("report") or {}).get("records", 0))
             if kill and not killed and point.get("phase") == "members" and done >= threshold:
-                victim = _holder_instance(supervisor, watch, instances)
-                pid = supervisor.pid(victim) if victim is not None else None
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                    killed = {"instance": victim, "pid": pid, "at_s": time.monotonic() - started,
-                              "checkpoint_records": done, "epoch": time.time()}  # fmt: skip
+                epoch = time.time()
+                victim = _kill_mid_attempt(supervisor, watch, instances)
+                if victim is not None:
+                    killed = {"instance": victim, "at_s": time.monotonic() - started,
+                              "checkpoint_records": done, "epoch": epoch}  # fmt: skip
             time.sleep(0.1)  # polling storage for the state to act on, not waiting for it
         elapsed = time.monotonic() - started
     report = watch.report()
