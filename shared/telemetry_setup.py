@@ -11,13 +11,15 @@ every span and metric stays the API's no-op.
 Both set: both get everything. When the Python worker already configured the distro
 (PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true: it does so before it loads the app), the
 SDK it installed is kept (a second `configure_azure_monitor()` would export everything twice)
-and an OTLP endpoint is added to it. A setting whose package is missing fails the start-up,
-naming both.
+and an OTLP endpoint is added to it. Configured here, the distro sends spans and metrics, not
+log records (OTEL_LOGS_EXPORTER=none unless set): the host forwards the worker's logs already.
+A setting whose package is missing fails the start-up, naming both.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from blobsingleton.settings import setting
@@ -26,6 +28,9 @@ log = logging.getLogger(__name__)
 
 APP_INSIGHTS = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+#: Read by the distro: the host already sends the worker's log records to Application
+#: Insights when the worker does not stream them itself, so the app's distro sends none.
+LOGS_EXPORTER = "OTEL_LOGS_EXPORTER"
 
 
 class TelemetryUnavailable(RuntimeError):
@@ -63,7 +68,8 @@ def _needs(package: str, name: str, error: ImportError) -> TelemetryUnavailable:
 def configure_telemetry() -> str:
     """Install the SDK and exporters the settings ask for; returns what was done: "off",
     "worker" (kept the worker's), "azure-monitor", "otlp", or "azure-monitor+otlp"."""
-    app_insights, otlp = setting(APP_INSIGHTS), setting(OTLP_ENDPOINT)
+    app_insights = setting("APPLICATIONINSIGHTS_CONNECTION_STRING")
+    otlp = setting("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not app_insights and not otlp:
         return "off"
     from opentelemetry import metrics, trace
@@ -89,6 +95,7 @@ def configure_telemetry() -> str:
             from azure.monitor.opentelemetry import configure_azure_monitor
         except ImportError as error:
             raise _needs("azure-monitor-opentelemetry", APP_INSIGHTS, error) from error
+        os.environ.setdefault(LOGS_EXPORTER, "none")  # the host has them (see above)
         extra: dict[str, Any] = {}
         if exporting is not None:
             extra = {"span_processors": [exporting[0]], "metric_readers": [exporting[1]]}
