@@ -25,12 +25,19 @@ Facts taken from the worker's source (Azure/azure-functions-python-worker, `disp
   exception is logged (logger `azure_functions_worker.extension.<name>`) and the chain goes
   on. `func_args` is the function's keyword arguments (with `context` when it takes one). At
   load, `post_function_load` and `post_function_load_app_level(name, directory)` run.
+- OpenTelemetry (`otel.py`, `dispatcher.py`): with PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY
+  true-like the worker calls `configure_azure_monitor()` before it loads the app (a failure is
+  logged, not raised: `configure_worker_telemetry`); with it or PYTHON_ENABLE_OPENTELEMETRY,
+  each invocation runs in the context of the host's `traceparent`, so the app's spans are
+  children of the host's invocation span (`host_trace_context`). The traceparent devhost
+  sends is sampled, as the host's is when it records its invocation activity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import os
@@ -38,7 +45,7 @@ import sys
 import threading
 import typing
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,8 @@ log = logging.getLogger("devhost.invocation")
 
 THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
 EXTENSIONS_SETTING = "PYTHON_ENABLE_WORKER_EXTENSIONS"
+AZURE_MONITOR_SETTING = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
+OPENTELEMETRY_SETTING = "PYTHON_ENABLE_OPENTELEMETRY"
 
 
 def return_rule_message(function_name: str) -> str:
@@ -206,7 +215,7 @@ class _RetryContext(_abc.RetryContext):
 
 def _trace_parent() -> str:
     """A W3C traceparent, as the host sends one per invocation."""
-    return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"
+    return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
 
 
 class InvocationContext(_abc.Context):
@@ -293,6 +302,59 @@ def run_invocation_hooks(
                 hook.ext_impl(ext_logger, context, args, *ret)
             except Exception as error:
                 ext_logger.error(error, exc_info=True)
+
+
+def _true_like(name: str) -> bool:
+    """An app setting as the worker's `is_envvar_true` reads it."""
+    return os.environ.get(name, "").strip().lower() in _TRUE_LIKE
+
+
+def configure_worker_telemetry() -> bool:
+    """PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: the worker's `configure_azure_monitor()`
+    before the app loads (APPLICATIONINSIGHTS_CONNECTION_STRING, the logger named by
+    PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME); True when configured. As the worker, a failure
+    is logged and the app loads without it."""
+    if not _true_like(AZURE_MONITOR_SETTING):
+        return False
+    worker_log = logging.getLogger("azure_functions_worker")
+    try:
+        from azure.monitor.opentelemetry import configure_azure_monitor
+
+        configure_azure_monitor(
+            connection_string=os.environ.get("APPLICATIONINSIGHTS_CONNECTION_STRING"),
+            logger_name=os.environ.get("PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME", ""),
+        )
+    except ImportError:
+        worker_log.exception("Cannot import Azure Monitor distro.")
+        return False
+    except Exception:
+        worker_log.exception("Error initializing Azure monitor distro.")
+        return False
+    worker_log.info("Successfully configured Azure monitor distro.")
+    return True
+
+
+def propagates_trace_context() -> bool:
+    """Whether invocations run in the host's trace context (either OpenTelemetry setting)."""
+    return _true_like(AZURE_MONITOR_SETTING) or _true_like(OPENTELEMETRY_SETTING)
+
+
+@contextlib.contextmanager
+def host_trace_context(context: InvocationContext) -> Iterator[None]:
+    """The invocation in the context the host's traceparent gives, when the worker does so."""
+    if not propagates_trace_context():
+        yield
+        return
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {"traceparent": context.trace_context.trace_parent,
+               "tracestate": context.trace_context.trace_state}  # fmt: skip
+    token = otel_context.attach(TraceContextTextMapPropagator().extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def run_function_load_hooks(function_name: str, function_directory: str) -> None:
@@ -383,9 +445,10 @@ class WorkerRuntime:
             args["context"] = context
         try:
             if contract.is_async:
-                run_invocation_hooks(PRE_INVOCATION, context, args)
-                result = await fn(**args)
-                run_invocation_hooks(POST_INVOCATION, context, args, result)
+                with host_trace_context(context):
+                    run_invocation_hooks(PRE_INVOCATION, context, args)
+                    result = await fn(**args)
+                    run_invocation_hooks(POST_INVOCATION, context, args, result)
             else:
                 result = await self.loop.run_in_executor(self.pool, _run_sync, context, fn, args)
         finally:
@@ -408,9 +471,10 @@ class WorkerRuntime:
 def _run_sync(context: InvocationContext, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
     _invocation_local.invocation_id = context.invocation_id
     try:
-        run_invocation_hooks(PRE_INVOCATION, context, args)
-        result = fn(**args)
-        run_invocation_hooks(POST_INVOCATION, context, args, result)
+        with host_trace_context(context):
+            run_invocation_hooks(PRE_INVOCATION, context, args)
+            result = fn(**args)
+            run_invocation_hooks(POST_INVOCATION, context, args, result)
         return result
     finally:
         _invocation_local.invocation_id = None

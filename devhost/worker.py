@@ -143,6 +143,9 @@ def main(config: WorkerConfig, reports: Any) -> None:
     log = logging.getLogger("devhost.worker")
     parent = os.getppid()
 
+    from devhost.invocation import configure_worker_telemetry
+
+    configure_worker_telemetry()  # as the worker does, before it loads the app
     try:
         # Imported after the settings are applied: the app reads them at import.
         from devhost.instance import Instance

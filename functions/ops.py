@@ -4,6 +4,7 @@
     GET  /api/runs        ?prefix=&state=&limit=&next=   run-once records (outcomes: operators)
     GET  /api/jobs        ?prefix=&limit=&next=          batch jobs: progress, callback state
     GET  /api/imports     ?prefix=&limit=&next=          each account's last import and report
+    GET  /api/summary                                    the last hour's figures, from the stores
     POST /api/locks/{key}/break  ?scope= {"reason": "..."}  operators; audited; the token
     POST /api/runs/{key}/reset   ?scope= {"reason": "..."}  operators; audited
     GET  /api/status                                     the status page (reads the above)
@@ -30,10 +31,12 @@ from typing import Any
 
 import azure.functions as func
 from blobsingleton import ops
-from blobsingleton.config import validate_key
+from blobsingleton.config import scope_of, validate_key
 from blobsingleton.errors import InvalidKey
 
+from functions import imports, notifications
 from shared import ops as app_ops
+from shared import ops_summary
 from shared.operators import Access, NotAuthorized, Operator, authorize
 
 log = logging.getLogger(__name__)
@@ -152,6 +155,19 @@ def ops_jobs(req: func.HttpRequest) -> func.HttpResponse:
 def ops_imports(req: func.HttpRequest) -> func.HttpResponse:
     """Each account's last import run with its report (counts, rejected files, errors)."""
     return _answer(req, Access.READ, lambda _: app_ops.list_imports(*_query(req)))
+
+
+#: Run-once records the summary names by flow (the others are counted together).
+FLOWS: ops_summary.Flows = {
+    notifications.RECORD_SCOPE: ("Emails", "emails sent"),
+    scope_of(imports.fan_out_night): ("Imports", "nightly fan-outs"),
+}
+
+
+@bp.route(route="summary", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def ops_summary_last_hour(req: func.HttpRequest) -> func.HttpResponse:
+    """The last hour's figures, each with the store it is read from (counts only)."""
+    return _answer(req, Access.READ, lambda _: ops_summary.last_hour(FLOWS))
 
 
 @bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

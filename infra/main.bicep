@@ -35,6 +35,9 @@ param operatorKeys string = ''
 @description('JOB_CALLBACK_ALLOWED_NETWORKS: non-public networks (CIDR) callback receivers may be in, e.g. the virtual network of an internal receiver; empty: public receivers only.')
 param callbackAllowedNetworks string = ''
 
+@description('OTEL_EXPORTER_OTLP_ENDPOINT: an OTLP/HTTP endpoint that gets the app\'s spans and metrics too (docs/telemetry.md); empty: Application Insights only.')
+param otlpEndpoint string = ''
+
 var storageName = take(toLower(replace('${appName}st${uniqueString(resourceGroup().id)}', '-', '')), 24)
 var deploymentContainer = 'app-package'
 
@@ -117,6 +120,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 var appSettings = {
   AzureWebJobsStorage__accountName: storage.name
   APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint
   LEASE_CONTAINER: 'locks'
   RUNONCE_CONTAINER: 'runonce'
   BLOBSINGLETON_NAMESPACE: ''

@@ -30,6 +30,7 @@ from devhost import request_counting  # noqa: E402
 from harness import services  # noqa: E402
 from harness.callbacks import RECEIVER_SETTINGS, CallbackReceiver  # noqa: E402
 from harness.fault_proxy import FaultRates  # noqa: E402
+from tests.otel import Telemetry  # noqa: E402
 from tests.support import AppSettings, ScriptedProxy, child_env, fresh_functions  # noqa: E402
 
 request_counting.install()  # tests count storage requests as the host and benchmarks do
@@ -160,6 +161,13 @@ def prism_url() -> Iterator[str]:
 def subprocess_env(storage_env: str) -> dict[str, str]:
     """Environment for child processes racing against the same Azurite and containers."""
     return child_env()
+
+
+@pytest.fixture
+def telemetry() -> Telemetry:
+    """The OpenTelemetry SDK's in-memory exporters on the global providers (tests/otel.py):
+    what this test added to the app's and the library's spans and metrics."""
+    return Telemetry()
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@
 const params = new URLSearchParams(location.search);
 const refreshSeconds = Math.max(2, Number(params.get("refresh")) || 5);
 const KEY_ITEM = "ops-operator-key";
+// The last hour's figures are read from the stores (a listing of each): once a minute.
+const SUMMARY_EVERY_MS = 60_000;
+let summaryLoadedAt = 0;
 
 function credentials() {
   const key = sessionStorage.getItem(KEY_ITEM);
@@ -36,6 +39,12 @@ const views = {
       ["duration_s", "Seconds"], ["errors", "Errors"]],
     state: (row) => row.status,
   },
+  summary: {
+    url: "summary", columns: [["section", "Flow"], ["figure", "Figure"], ["value", "Count"],
+      ["source", "Read from"]],
+    key: (row) => row.figure,
+    missing: "not stored",
+  },
 };
 
 function say(text, isError) {
@@ -64,12 +73,14 @@ function render(name, items) {
   table.tHead.replaceChildren(head);
   const rows = items.map((item) => {
     const tr = document.createElement("tr");
-    tr.dataset.key = item.key || item.job_id || item.account || "";
+    tr.dataset.key = view.key ? view.key(item) : item.key || item.job_id || item.account || "";
     for (const [field, label] of view.columns) {
       const td = document.createElement("td");
       td.dataset.label = label;
       const isState = label === "State";
-      td.textContent = isState ? view.state(item) : shown(item[field]);
+      const missing = view.missing && (item[field] === null || item[field] === undefined);
+      td.textContent = isState ? view.state(item) : missing ? view.missing : shown(item[field]);
+      if (missing) td.className = "empty";
       if (isState) td.className = view.state(item);
       tr.append(td);
     }
@@ -112,7 +123,11 @@ async function load(name) {
   if (response.status === 401) throw new SignInNeeded(body.error || "sign in", body.login_url);
   if (!response.ok) throw new Error(`${name}: ${response.status} ${body.error || ""}`);
   if (body.namespace) document.getElementById("namespace").textContent = `namespace ${body.namespace}`;
-  render(name, body.items);
+  if (name === "summary") {
+    summaryLoadedAt = Date.now();
+    document.getElementById("window").textContent = `${shown(body.since)} to ${shown(body.until)}`;
+  }
+  render(name, body.items || body.figures);
 }
 
 function askToSignIn(needed) {
@@ -127,7 +142,9 @@ function askToSignIn(needed) {
 }
 
 async function refresh() {
-  const results = await Promise.allSettled(Object.keys(views).map(load));
+  const due = Object.keys(views).filter(
+    (name) => name !== "summary" || Date.now() - summaryLoadedAt >= SUMMARY_EVERY_MS);
+  const results = await Promise.allSettled(due.map(load));
   const failed = results.filter((r) => r.status === "rejected").map((r) => r.reason);
   document.getElementById("updated").textContent =
     `updated ${new Date().toLocaleTimeString()} · every ${refreshSeconds} s`;

@@ -58,7 +58,9 @@ from typing import Any
 
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 
+from shared import telemetry
 from shared.imports import file_mover
+from shared.imports.accounts import InvalidAccount, configured_accounts
 from shared.imports.acks import (
     TA1_INVALID_CONTENT,
     TA1_INVALID_STRUCTURE,
@@ -145,6 +147,7 @@ class _Run:
     saved: dict[str, Any]
     config: ImportSettings
     limits: ReadLimits
+    telemetry: telemetry.ImportTelemetry
     progressed: bool = False  # a chunk or a file done in this invocation
     ack: AckWriter | None = None  # the acknowledgment of the 834 being read
 
@@ -176,7 +179,34 @@ def run_import(
 
     Raises `StaleHolder` (after one log line) when a newer lease holder took the account
     over: from then on nothing more is written, not even the report.
+
+    Its span ("import run") and metrics: `shared.telemetry`.
     """
+    with telemetry.import_run(request.account, request.run_id, request.trigger, token):
+        return _run_import(request, token, connection, progress_every, batch_size, email,
+                           budget_s, chunk_size, lanes)  # fmt: skip
+
+
+def _bounded_accounts() -> list[str] | None:
+    """IMPORT_ACCOUNTS, the fixed set an account id may be a metric attribute of (None when
+    accounts are discovered, or the setting is unusable: the fan-out reports that)."""
+    try:
+        return configured_accounts()
+    except InvalidAccount:
+        return None
+
+
+def _run_import(
+    request: ImportRequest,
+    token: int,
+    connection: str,
+    progress_every: float,
+    batch_size: int | None,
+    email: bool,
+    budget_s: float | None,
+    chunk_size: int | None,
+    lanes: int | None,
+) -> RunReport:
     started = time.monotonic()
     config = ImportSettings.from_env()
     limits = ReadLimits(config.max_family_dependents, config.max_loop_segments,
@@ -191,13 +221,17 @@ def run_import(
     budget = budget_s if budget_s is not None else config.budget_s
     run = _Run(request, layout, container, writer, report, datetime.now(UTC).date(), connection,
                progress_every, checkpoint, started + budget, chunk_size or config.chunk_records,
-               {}, config, limits)  # fmt: skip
+               {}, config, limits,
+               telemetry.ImportTelemetry(request.account, _bounded_accounts()))  # fmt: skip
     file_mover.write_json(container, layout.attempt(token), report.attempt())
     log.info("import %s/%s started: token %d, %s run", request.account, request.run_id, token,
              request.trigger)  # fmt: skip
     try:
         writer.open()
         run.saved = checkpoint.claim()  # after the table's fence: no older holder moves it now
+        invocation = int(checkpoint.data.get("invocations", 1))
+        if invocation > 1:
+            run.telemetry.resumed(invocation)
         report.files.extend(_earlier_attempts_files(container, layout))
         incoming = sorted(container.list_blobs(name_starts_with=layout.incoming),
                           key=lambda b: b.name)  # fmt: skip
@@ -218,10 +252,12 @@ def run_import(
         return _continued(run)
     except StaleHolder:
         report.finish("stale")
+        run.telemetry.ended(report)
         raise
     finally:
         writer.close()
     report.finish("completed")
+    run.telemetry.ended(report)
     file_mover.write_json(container, layout.report, report.to_dict())
     file_mover.write_json(container, layout.attempt(token), report.attempt("completed"))
     log.info(
@@ -240,6 +276,7 @@ def _continued(run: _Run) -> RunReport:
     report, request = run.report, run.request
     run.writer.confirm()
     report.finish("continued")
+    run.telemetry.ended(report)
     file_mover.write_json(run.container, run.layout.report, report.to_dict())
     file_mover.write_json(run.container, run.layout.attempt(report.token),
                           report.attempt("continued"))  # fmt: skip
@@ -269,7 +306,7 @@ def _refuse(run: _Run, name: str, blob: Any, error: InvalidFileName) -> FileRepo
     refused = sum(f.status == "refused" for f in run.report.files) + 1
     log.warning("import %s/%s: file %d of incoming/ refused, not read: %s",
                 run.request.account, run.request.run_id, refused, error)  # fmt: skip
-    return FileReport(
+    report = FileReport(
         name=name,
         kind=kind_of(name) or "unknown",
         status="refused",
@@ -277,9 +314,17 @@ def _refuse(run: _Run, name: str, blob: Any, error: InvalidFileName) -> FileRepo
         token=run.writer.token,
         error=str(error),
     )
+    with telemetry.import_file(report.kind):
+        run.telemetry.end_file(report)
+    return report
 
 
 def _import_file(run: _Run, blob: Any) -> FileReport:
+    with telemetry.import_file(kind_of(run.layout.file_name(blob.name)), ok=(_OutOfTime,)):
+        return _import_one_file(run, blob)
+
+
+def _import_one_file(run: _Run, blob: Any) -> FileReport:
     name = run.layout.file_name(blob.name)
     kind = kind_of(name)
     saved = run.saved
@@ -289,6 +334,7 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
     if resumed and saved.get("report"):
         result = FileReport.from_dict(saved["report"])
         result.token = run.writer.token
+    run.telemetry.begin_file(result)
     started = time.monotonic() - result.duration_s
     run.ack = None
     try:
@@ -309,6 +355,7 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
                     run.request.account, run.request.run_id, name)  # fmt: skip
     result.duration_s = round(time.monotonic() - started, 3)
     run.checkpoint.save({"file": None, "done": name})
+    run.telemetry.end_file(result)
     run.progressed = True
     return result
 
@@ -377,6 +424,7 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
         state.update(phase="envelope", resume=resume, problems=problems, problem_count=count,
                      ack=ack)  # fmt: skip
         run.checkpoint.save(state)
+        run.telemetry.checkpoint("envelope")
         run.progressed = True
         if run.out_of_time():
             raise _OutOfTime
@@ -509,6 +557,7 @@ def _save(
         ack=ack, **changes,
     )  # fmt: skip
     run.checkpoint.save(state)
+    run.telemetry.checkpoint(str(changes.get("phase")), result)
 
 
 def _next_record(kind: str, resume: dict[str, Any]) -> int:

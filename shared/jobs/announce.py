@@ -22,7 +22,7 @@ from typing import Any
 
 from blobsingleton import Busy, once
 
-from shared import storage
+from shared import storage, telemetry
 from shared.jobs.callback import post_callback
 from shared.jobs.config import JobSettings
 from shared.jobs.records import Announcement, Completion
@@ -32,7 +32,9 @@ RETENTION = timedelta(days=30)
 
 
 def _post(job_id: str, completion: Completion, settings: JobSettings) -> dict[str, Any]:
-    return post_callback(completion, settings).to_dict()
+    announcement = post_callback(completion, settings)
+    telemetry.job_announced(job_id, str(announcement.state))  # a replay does not come here
+    return announcement.to_dict()
 
 
 def announce(completion: Completion, settings: JobSettings) -> Announcement | None:

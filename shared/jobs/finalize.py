@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from shared import storage
+from shared import storage, telemetry
 from shared.jobs.announce import announce
 from shared.jobs.errors import CallbackUnavailable
 from shared.jobs.layout import JobLayout
@@ -93,6 +93,7 @@ def finalize(
         return Completion.from_dict(archived["completion"]) if archived else None
     completion = stored
     if created:
+        telemetry.job_completed(completion)
         log.info(
             "job %s finished %s (%d done, %d failed); finalized by %s",
             completion.job_id, completion.status, completion.units_done,
@@ -115,6 +116,7 @@ def hand_off(store: JobStore, completion: Completion) -> Completion | None:
     if stored is None:
         return None
     if created:
+        telemetry.job_completed(stored)
         log.info(
             "job %s finished %s (%d done, %d failed); recorded by %s",
             stored.job_id, stored.status, stored.units_done, stored.units_failed,
@@ -152,6 +154,7 @@ def _announce(
         reason = f"callback still unavailable {age / 3600:.1f} h after the job finished"
         log.error("job %s: %s: giving up", completion.job_id, reason)
         abandoned = Announcement(AnnouncementState.ABANDONED, 0, time.time(), None, reason)
+        telemetry.job_announced(completion.job_id, str(abandoned.state))
         return record_announcement(store, completion, abandoned)
     try:
         announcement = announce(completion, settings)

@@ -297,11 +297,17 @@ class JobStore:
     # completion ----------------------------------------------------------------------------------
     def create_completion(self, completion: Completion) -> tuple[Completion | None, bool]:
         """Create the outcome if none exists (this caller finalizes): (it, True); else the
-        stored one, False; (None, False) if it was deleted in between (job archived)."""
+        stored one, False; (None, False) if it was deleted in between (job archived).
+
+        A create that lands after the job was archived (a finalizer that decided before the
+        archive, such as the watcher) is a stray copy, not a new outcome: (it, False), so the
+        job's end is logged and counted once; the caller's archive step deletes the copy. The
+        archive is written before the live outcome is deleted, so one HEAD after the create
+        tells the two apart."""
         name = JobLayout(completion.job_id).completion
         etag = self._create(name, completion.to_json())
         if etag is not None:
-            return completion.with_(etag=etag), True
+            return completion.with_(etag=etag), not self.archive_exists(completion.job_id)
         return self.read_completion(completion.job_id), False
 
     def read_completion(self, job_id: str) -> Completion | None:

@@ -167,6 +167,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
         "ops_runs": http_request("GET", f"{base}/runs"),
         "ops_jobs": http_request("GET", f"{base}/jobs"),
         "ops_imports": http_request("GET", f"{base}/imports"),
+        "ops_summary_last_hour": http_request("GET", f"{base}/summary"),
         "ops_status_page": http_request("GET", f"{base}/status"),
         "ops_status_asset": http_request("GET", f"{base}/status/x", asset="x"),
         "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
@@ -278,6 +279,7 @@ def test_context_loop_and_threads_are_the_workers(
     assert sync["thread"].startswith("worker-sync")  # the worker's executor, not a host thread
     assert sync["retry"] == (0, 0)
     assert sync["trace_parent"].startswith("00-") and len(sync["trace_parent"]) == 55
+    assert sync["trace_parent"].endswith("-01")  # sampled: the host records its activity
     assert len({sync["invocation_id"], first_async["invocation_id"]}) == 2
     assert first_async["loop"] == second_async["loop"]  # one long-lived loop per process
     assert first_async["thread"] == "worker-loop"
@@ -419,3 +421,41 @@ def test_an_undecodable_metadata_override_uses_every_attempt_as_on_azure(
     wait_for(lambda: poisoned(storage, queue) == [body])
     wait_for(lambda: host.totals().failures == {"sample_queue": 2})  # stats lag a report
     assert records.where(function="sample_queue") == []  # the function never ran
+
+
+def test_the_workers_opentelemetry_settings_run_invocations_in_the_hosts_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PYTHON_ENABLE_OPENTELEMETRY (or PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY): the
+    current span context is the host's traceparent, in the thread (sync) or task (async)
+    that runs the function; without either, there is none."""
+    from opentelemetry import trace
+
+    seen: list[tuple[str, str]] = []
+
+    def current(context: func.Context) -> None:
+        span = trace.get_current_span().get_span_context()
+        seen.append((context.trace_context.trace_parent.split("-")[1], f"{span.trace_id:032x}"))
+
+    def sync_fn(context: func.Context) -> None:
+        current(context)
+
+    async def async_fn(context: func.Context) -> None:
+        current(context)
+
+    names = ("PYTHON_ENABLE_OPENTELEMETRY", "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY")
+    runtime = WorkerRuntime(1)
+    try:
+        for setting in (*names, None):
+            for name in names:
+                monkeypatch.delenv(name, raising=False)
+            if setting:
+                monkeypatch.setenv(setting, "true")
+            for fn in (sync_fn, async_fn):
+                runtime.call(invocation.FunctionContract.of(fn.__name__, fn, []), fn, {})
+    finally:
+        runtime.close()
+    hosts = [host for host, _ in seen]
+    assert len(set(hosts)) == 6  # a traceparent of its own per invocation
+    assert [ours == host for host, ours in seen] == [True] * 4 + [False] * 2
+    assert {ours for _, ours in seen[4:]} == {"0" * 32}  # no context: the invalid span

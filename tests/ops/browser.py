@@ -16,6 +16,7 @@ from blobsingleton import BlobLease
 from blobsingleton.records import Status
 
 from devhost.supervisor import HostOptions, Supervisor
+from functions.notifications import RECORD_SCOPE
 from harness.services import free_port
 from shared.operators import key_digest
 from tests.ops.support import hold_lock, put_record, start_job, write_import_report
@@ -31,8 +32,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-OPS_FUNCTIONS = ["ops_locks", "ops_runs", "ops_jobs", "ops_imports", "ops_break_lock",
-                 "ops_reset_run", "ops_status_page", "ops_status_asset"]  # fmt: skip
+OPS_FUNCTIONS = ["ops_locks", "ops_runs", "ops_jobs", "ops_imports", "ops_summary_last_hour",
+                 "ops_break_lock", "ops_reset_run", "ops_status_page",
+                 "ops_status_asset"]  # fmt: skip
 PHONE = {"width": 390, "height": 844}
 
 
@@ -46,12 +48,14 @@ class SeededHost:
 
 
 def seed() -> list[BlobLease]:
-    """A lock held, a run completed, a job in progress and an account's last import."""
+    """A lock held, runs completed (an email among them), a job in progress and the accounts'
+    last imports."""
     leases = [hold_lock("import-acme", function="import_account", invocation="7f3c-02a1")]
     leases.append(hold_lock("email-evt-1042", function="notify", invocation="b41e-9d07"))
     BlobLease("import-beta").acquire(timeout=10).release()
     put_record("nightly-import-2026-11-23T02:00:00", Status.COMPLETED, result={"accounts": 2})
     put_record("import-acme-2026-11-23", Status.COMPLETED, result={"imported": 1180})
+    put_record("email-evt-1041", Status.COMPLETED, scope=RECORD_SCOPE)  # an email sent
     start_job("invoice-export-2026-11", units=3)
     write_import_report("acme", "2026-11-23", imported=1180, rejected=3)
     write_import_report("beta", "2026-11-23", imported=412, rejected=0)

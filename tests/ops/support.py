@@ -82,11 +82,13 @@ def hold_lock(key: str, function: str = "import_account", invocation: str = "inv
     return BlobLease(key, owner=owner, publish_owner_at_acquire=True).acquire(timeout=10)
 
 
-def put_record(key: str, status: Status, *, expires_in: float = 300.0, result: Any = None) -> None:
+def put_record(key: str, status: Status, *, expires_in: float = 300.0, result: Any = None,
+               scope: str | None = None, attempt: int = 1) -> None:  # fmt: skip
+    """A run-once record of the app's (or of function `scope`), as a run `attempt` wrote it."""
     now = time.time()
-    BlobRecordStore().put_if_absent(
-        Record(key, status, now + expires_in, now - 5, result=result, owner="host-7")
-    )
+    record = Record(key, status, now + expires_in, now - 5, result=result, owner="host-7",
+                    attempt=attempt)  # fmt: skip
+    BlobRecordStore(scope=scope).put_if_absent(record)
 
 
 def start_job(job_id: str, units: int) -> None:

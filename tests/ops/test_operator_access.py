@@ -27,7 +27,7 @@ from tests.ops.support import (
 from tests.support import AppSettings
 
 JSON = {"Content-Type": "application/json"}
-READS = [api.ops_locks, api.ops_runs, api.ops_jobs, api.ops_imports]
+READS = [api.ops_locks, api.ops_runs, api.ops_jobs, api.ops_imports, api.ops_summary_last_hour]
 CHANGES = [(api.ops_break_lock, "import-acme"), (api.ops_reset_run, "import-acme-2026-11-22")]
 
 
@@ -146,7 +146,8 @@ def test_no_member_id_in_any_operator_answer(ops_env: OpsEnv) -> None:
     container.upload_blob("acme/reports/2026-11-23/report.json", json.dumps(report.to_dict()))
     put_record("import-acme-2026-11-23", Status.COMPLETED, result={"member": "123-45-6789"})
     start_job("export-1", units=1)
-    for function in (api.ops_locks, api.ops_jobs, api.ops_imports):  # as the operator
+    reads = (api.ops_locks, api.ops_jobs, api.ops_imports, api.ops_summary_last_hour)
+    for function in reads:  # as the operator
         status, answer = call(function)
         assert status == 200
         text = json.dumps(answer)

@@ -40,14 +40,17 @@ PLATFORM = {
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
 #: belong (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost
 #: honours).
+#: The Python worker's OpenTelemetry switches (docs/telemetry.md), which devhost honours.
+WORKER_TELEMETRY = {"PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY", "PYTHON_ENABLE_OPENTELEMETRY"}
 HOST_ONLY = {
-    "template": {"APPLICATIONINSIGHTS_CONNECTION_STRING", "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
+    "template": {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
     "sample": {
         "FUNCTIONS_WORKER_RUNTIME",
         "AzureWebJobsFeatureFlags",
         "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",
+        *WORKER_TELEMETRY,
     },
-    "docs": {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
+    "docs": {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", *WORKER_TELEMETRY},
 }
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _BINDING = re.compile(r"^%([A-Za-z_][A-Za-z0-9_]*)%(?:$|-)")

@@ -66,6 +66,14 @@ def test_the_page_signs_in_shows_what_is_held_run_and_in_progress_and_breaking_a
         assert "running" in job.inner_text() and "3" in job.inner_text()
         account = page.locator('#imports tr[data-key="acme"]')
         assert "1180" in account.inner_text() and "completed" in account.inner_text()
+        # the last hour, from the stores, each figure with what it is read from
+        sent = page.locator('#summary tr[data-key="emails sent"]')
+        sent.wait_for()
+        assert "1" in sent.inner_text() and "run-once records" in sent.inner_text()
+        imported = page.locator('#summary tr[data-key="records imported"]').inner_text()
+        assert "1592" in imported and "report.json" in imported  # acme's 1180 and beta's 412
+        deferred = page.locator('#summary tr[data-key^="emails deferred"]').inner_text()
+        assert "not stored" in deferred and "app.emails" in deferred
         # readable on a phone: nothing wider than the screen
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
