@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from blobsingleton._connection import StorageAccount, from_settings
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ def record_store(
     if _backends:
         return _backends[0].record_store(storage=storage, namespace=namespace, scope=scope)
     from blobsingleton._blob_records import BlobRecordStore
-    from blobsingleton._namespace import namespace as resolve_namespace
 
     account = storage or account_from_settings()
     name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]

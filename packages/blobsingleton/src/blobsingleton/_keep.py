@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import multiprocessing.util
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,10 +146,6 @@ def hand_on_all() -> int:
             item.timer.cancel()
         hand_on(item)
     return len(kept)
-
-
-def now() -> float:
-    return time.monotonic()
 
 
 shutdown.also_release(hand_on_all)

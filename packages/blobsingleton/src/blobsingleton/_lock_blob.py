@@ -7,10 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import (
-    AzureError,
-    HttpResponseError,
-)
+from azure.core.exceptions import AzureError, HttpResponseError
 
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._owner import Owner
@@ -35,6 +32,8 @@ LOST_CODES = frozenset(
 )
 BUSY_CODES = frozenset({"LeaseAlreadyPresent", "LeaseIsBreakingAndCannotBeAcquired"})
 MISSING_CODES = frozenset({"BlobNotFound", "ContainerNotFound"})
+#: Every call is bounded, so a hung connection cannot outlive the lease it serves (seconds).
+REQUEST_TIMEOUT = 5.0
 
 
 class LockBusy(LeaseError):
@@ -64,6 +63,11 @@ class LockState:
         return self.owner is not None and self.owner.token == self.token
 
 
+def _bounded(seconds: float) -> dict[str, Any]:
+    """A call's timeouts: the service's (whole seconds), the client's to connect and to read."""
+    return {"timeout": max(1, int(seconds)), "connection_timeout": seconds, "read_timeout": seconds}
+
+
 @contextlib.contextmanager
 def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
     """Map storage errors to the lease module's exceptions, by `error_code` only."""
@@ -88,23 +92,12 @@ def translated(operation: str, key: str, token: int | None = None) -> Iterator[N
 class LockBlob:
     """The lock blob of one key: acquire, fence, renew, publish owner, release, read."""
 
-    def __init__(
-        self,
-        container: ContainerClient,
-        blob_name: str,
-        key: str,
-        request_timeout: float = 5.0,
-    ) -> None:
+    def __init__(self, container: ContainerClient, blob_name: str, key: str) -> None:
         self._container = container
         self._blob = container.get_blob_client(blob_name)
         self.name = blob_name
         self.key = key
-        # Bound every call, so a hung connection cannot outlive the lease it serves.
-        self._options: dict[str, Any] = {
-            "timeout": max(1, int(request_timeout)),
-            "connection_timeout": request_timeout,
-            "read_timeout": request_timeout,
-        }
+        self._options = _bounded(REQUEST_TIMEOUT)
 
     def acquire(self, lease_id: str, period: float) -> None:
         """Take the lease with our id, creating what is missing; `LockBusy` when held. An
@@ -142,12 +135,7 @@ class LockBlob:
     def renew(self, lease_id: str, token: int, timeout: float) -> None:
         """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
         with translated("renew", self.key, token):
-            self._lease(lease_id).renew(
-                timeout=max(1, int(timeout)),
-                connection_timeout=timeout,
-                read_timeout=timeout,
-                retry_total=0,
-            )
+            self._lease(lease_id).renew(retry_total=0, **_bounded(timeout))
 
     def publish_owner(self, lease_id: str, owner: Owner) -> None:
         """Write the owner record into the lock blob's metadata (needs our lease)."""

@@ -29,18 +29,13 @@ def error_code(error: BaseException) -> str:
     return str(getattr(code, "value", code) or "")
 
 
-def status_code(error: BaseException) -> int | None:
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 def is_transient(error: BaseException) -> bool:
     """Worth retrying later: no answer, a timeout, throttling or a server error."""
     if not isinstance(error, AzureError):
         return False
     if not isinstance(error, HttpResponseError):
         return True  # a transport failure: no answer at all
-    status = status_code(error)
+    status = error.status_code
     return status is None or status in (408, 429) or status >= 500
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import timerschedules
 
@@ -18,6 +18,8 @@ from blobsingleton.errors import KeyTemplateError, SettingMissing
 from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders
 
+#: Whose keys: a function's own, or the app's (WebJobs' SingletonScope.Function / Host).
+Scope = Literal["function", "app"]
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
 

@@ -14,8 +14,7 @@ from blobsingleton._connection import (
     set_client_options,
     set_default_credential,
 )
-from blobsingleton._keys import blob_name, encode_key, validate_key
-from blobsingleton._namespace import host_id, namespace
+from blobsingleton._keys import blob_name, encode_key, host_id, namespace, validate_key
 from blobsingleton._templates import function_scope as scope_of
 
 __all__ = [
