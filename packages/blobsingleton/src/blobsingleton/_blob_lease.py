@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from blobsingleton import _defaults, _keep
+from blobsingleton import _defaults
+from blobsingleton import _line as lines
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
@@ -68,7 +69,7 @@ class BlobLease(BaseLease):
         self._line = WaitingLine(locks, name, key, self.period) if fair else None
         self._memory_key = f"{getattr(locks, 'url', '')}/{name}"
         self._wait: LineWait | None = None  # a blocking acquire's place in line
-        self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _keep)
+        self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _line)
         self._next: Entry | None = None  # the first waiter in line, as last seen
         self._next_seen_at = float("-inf")
         self._owner_template = owner or Owner()
@@ -81,8 +82,8 @@ class BlobLease(BaseLease):
         wait = self._wait
         in_line = wait is not None and wait.ticket is not None
         if self._line is not None and not in_line:
-            memory = _keep.memory(self._memory_key)
-            if time.monotonic() - memory.released_at < _keep.KEEP_FOR:
+            memory = lines.memory(self._memory_key)
+            if time.monotonic() - memory.released_at < lines.KEEP_FOR:
                 memory.asks_again = True  # it would have taken a kept lease: keep again
             token = self._take_kept()
             if token is not None:
@@ -163,36 +164,36 @@ class BlobLease(BaseLease):
     ) -> None:
         """Change the lease to `successor`'s lease id (it holds the key now), or release it;
         `turns_since`: when this process's turns in a row began (None: it was only waiting)."""
-        _keep.memory(self._memory_key).released_at = time.monotonic()
+        lines.memory(self._memory_key).released_at = time.monotonic()
         if successor is None:
             self._lock.release(lease_id, token)
             return
         self._lock.hand_over(lease_id, successor.lease_id, token)
         now = time.monotonic()
         held = None if turns_since is None else now - turns_since
-        _keep.memory(self._memory_key).handed(successor.ticket, now, held)
+        lines.memory(self._memory_key).handed(successor.ticket, now, held)
         log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
 
     def _may_keep(self) -> bool:
         now = time.monotonic()
         return (
             self._clock is time.monotonic
-            and self._turns < _keep.TURNS
-            and now - self._turns_since < _keep.TURNS_WITHIN
+            and self._turns < lines.TURNS
+            and now - self._turns_since < lines.TURNS_WITHIN
             and now - self._confirmed_at < self.period / 3 - 1.0
-            and _keep.memory(self._memory_key).asks_again
+            and lines.memory(self._memory_key).asks_again
         )
 
     def _keep(self, successor: Entry, token: int | None) -> None:
         lease_id, turns_since = self._lease_id, self._turns_since
         hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
-        kept = _keep.Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
+        kept = lines.Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
         kept.successor, kept.successor_seen_at = successor, self._next_seen_at
-        _keep.keep(self._memory_key, kept)
+        lines.keep(self._memory_key, kept)
 
     def _take_kept(self) -> int | None:
         """Take the lease this process keeps for this key, if any: 1 request (the token)."""
-        kept = _keep.take(self._memory_key, time.monotonic(), self.period)
+        kept = lines.take(self._memory_key, time.monotonic(), self.period)
         if kept is None:
             return None
         try:
@@ -202,7 +203,7 @@ class BlobLease(BaseLease):
             return None
         except StorageUnavailable as error:  # may still be ours: hand it on, then ask
             log.warning("lease %s: kept lease not taken: %s", self.key, error)
-            _keep.hand_on(kept)
+            lines.hand_on(kept)
             return None
         self._confirmed_at = min(self._confirmed_at, kept.confirmed_at)  # renewed back then
         self._turns, self._turns_since = kept.turns + 1, kept.turns_since
@@ -214,7 +215,7 @@ class BlobLease(BaseLease):
     ) -> Generator[float, None, None]:
         if self._line is None:
             return super()._waits(timeout, blocking, poll_interval)
-        memory = _keep.memory(self._memory_key)
+        memory = lines.memory(self._memory_key)
         wait = self._wait = LineWait(self._line, memory, self.period, blocking)
         return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
 

@@ -165,12 +165,8 @@ class BlobRecordStore(RecordStore):
             with _translated("read run-once record"):
                 download = blob.download_blob(raw_response_hook=served)
                 raw = download.readall()
-        except RecordConflict:
+        except RecordConflict:  # 404: no such blob, or no container yet
             return None
-        except HttpResponseError as error:
-            if error_code(error) == "ContainerNotFound":
-                return None
-            raise
         props = download.properties
         return _record_blob.from_body(
             raw, props.etag, props.metadata, props.last_modified, served.at

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _defaults
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import StorageAccount, from_settings
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._telemetry import Invocation
 from blobsingleton.queues import QueueMessageLike, send_message
@@ -152,7 +151,7 @@ class BusyHandling:
         """Enqueue a copy of `message` on the queue (`%SETTING%` resolved), visible in `delay` s."""
         name = resolve_placeholders(self.queue or "")
         seconds = max(1, min(MAX_DELAY, round(delay)))
-        storage = self.storage or _defaults.account_from_settings()
+        storage = self.storage or from_settings()
         copy_id = send_message(storage, name, message.get_body(), seconds)
         log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
             "deferred message %r on %s by %d s as message %s: %s",
@@ -163,20 +162,15 @@ class BusyHandling:
 
 def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
     """The queue message among a guarded function's arguments (str and bytes are not)."""
-    for value in arguments.values():
-        if isinstance(value, QueueMessageLike) and not isinstance(value, (str, bytes)):
-            return value
-    return None
+    messages = (v for v in arguments.values() if isinstance(v, QueueMessageLike))
+    return next((m for m in messages if not isinstance(m, (str, bytes))), None)
 
 
 def may_take_message(fn: Callable[..., Any]) -> bool:
     """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
     or one without an annotation (only the call can tell)."""
-    for parameter in inspect.signature(fn).parameters.values():
-        annotation = parameter.annotation
-        if annotation is inspect.Parameter.empty or "QueueMessage" in str(annotation):
-            return True
-    return False
+    annotations = [p.annotation for p in inspect.signature(fn).parameters.values()]
+    return any(a is inspect.Parameter.empty or "QueueMessage" in str(a) for a in annotations)
 
 
 class _Unguarded(Guard):

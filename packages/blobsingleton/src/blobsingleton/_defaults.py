@@ -19,11 +19,6 @@ LOCK_CONTAINER = ("LEASE_CONTAINER", "locks")
 RECORD_CONTAINER = ("RUNONCE_CONTAINER", "runonce")
 
 
-def account_from_settings() -> StorageAccount:
-    """The account of app setting `AzureWebJobsStorage`, the one the host itself uses."""
-    return from_settings("AzureWebJobsStorage")
-
-
 def container(
     given: ContainerClient | None,
     convention: tuple[str, str],
@@ -33,7 +28,7 @@ def container(
     if given is not None:
         return given
     name = setting(convention[0], convention[1]) or convention[1]
-    return (storage or account_from_settings()).blob_service().get_container_client(name)
+    return (storage or from_settings()).blob_service().get_container_client(name)
 
 
 class Backends(Protocol):
@@ -70,7 +65,7 @@ def record_store(
         return _backends[0].record_store(storage=storage, namespace=namespace, scope=scope)
     from blobsingleton._blob_records import BlobRecordStore
 
-    account = storage or account_from_settings()
+    account = storage or from_settings()
     name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]
     ident = (id(account), name, resolve_namespace(namespace), scope)
     found = _stores.get(ident)

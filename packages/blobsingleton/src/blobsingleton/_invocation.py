@@ -167,7 +167,7 @@ async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = Non
     records: list[logging.LogRecord] = []
     context = contextvars.copy_context()
 
-    def in_thread() -> T:
+    def run() -> T:
         with captured_logs(records):
             result = context.run(call)
         if not handoff.finish(result):
@@ -176,7 +176,7 @@ async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = Non
                 undo(result)
         return result
 
-    future = loop.run_in_executor(None, in_thread)
+    future = loop.run_in_executor(None, run)
     try:
         result = await asyncio.shield(future)
     except asyncio.CancelledError:

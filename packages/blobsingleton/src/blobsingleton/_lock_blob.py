@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import AzureError, HttpResponseError
+from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _telemetry as telemetry
 from blobsingleton._owner import Owner
-from blobsingleton._storage import create_container_quietly, error_code, is_transient
+from blobsingleton._storage import create_container_quietly, error_code, unavailable_as
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -41,11 +40,7 @@ class LockBusy(LeaseError):
 
 
 class LockMissing(LeaseError):
-    """Internal: the lock blob or its container does not exist yet."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+    """Internal: the lock blob or its container does not exist yet (the message: its code)."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +65,11 @@ def _bounded(seconds: float) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
-    """Map storage errors to the lease module's exceptions, by `error_code` only."""
-    telemetry.storage(operation)
+    """Map storage errors to the lease module's exceptions, by `error_code` only (no answer, or
+    a server error after the client's retries: `StorageUnavailable`)."""
     try:
-        yield
+        with unavailable_as(operation):
+            yield
     except HttpResponseError as error:
         code = error_code(error)
         if code in BUSY_CODES:
@@ -82,11 +78,7 @@ def translated(operation: str, key: str, token: int | None = None) -> Iterator[N
             raise LockMissing(code) from error
         if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
             raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
-        if is_transient(error):
-            raise StorageUnavailable(operation, error) from error
         raise
-    except AzureError as error:  # no answer at all: connection refused, reset, timed out
-        raise StorageUnavailable(operation, error) from error
 
 
 class LockBlob:
@@ -108,7 +100,7 @@ class LockBlob:
                     self._blob.acquire_lease(int(period), lease_id=lease_id, **self._options)
                 return
             except LockMissing as missing:
-                self._create(missing.code)
+                self._create(str(missing))
             except StorageUnavailable:
                 with contextlib.suppress(LeaseError, StorageUnavailable):
                     self.release(lease_id, None)

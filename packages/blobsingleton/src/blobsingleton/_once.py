@@ -25,6 +25,7 @@ from blobsingleton._busy import (
     unguarded,
 )
 from blobsingleton._connection import StorageAccount
+from blobsingleton._keys import Scope, function_scope, resolve_key
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
     Decision,
@@ -36,7 +37,6 @@ from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
 from blobsingleton._singleton import held
 from blobsingleton._telemetry import emit
-from blobsingleton._templates import Scope, function_scope, resolve_key
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
@@ -182,9 +182,8 @@ def once(
     if hold_busy < 0:
         raise ValueError(f"hold_busy must be at least 0 seconds, not {hold_busy!r}")
     hold_s = min(hold_busy, wait_timeout) if on_in_progress == Busy.WAIT else hold_busy
-    in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
-    if under_lease:
-        in_progress_s = 0.0  # the lease is the liveness signal
+    in_progress_s = 0.0 if under_lease else _seconds(in_progress_timeout)  # the lease is liveness
+    retention_s = _seconds(retention)
     busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
     def decorate(fn: F) -> F:

@@ -187,12 +187,11 @@ class OnceHandler:
     ) -> Outcome:
         """`wait` off the event loop; cancelled, it frees any claim its request made."""
         deadline = time.monotonic() + wait
-        held = hold
         while True:
             outcome = await off_loop(
-                functools.partial(self._begin_held, held), undo=self._free_if_claimed
+                functools.partial(self._begin_held, hold), undo=self._free_if_claimed
             )
-            held = 0.0
+            hold = 0.0  # held at the first look only
             if outcome.decision != Decision.BUSY or time.monotonic() >= deadline:
                 return outcome
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))

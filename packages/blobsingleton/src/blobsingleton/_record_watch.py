@@ -82,10 +82,7 @@ class _State:
 
 class RecordWatch:
     def __init__(
-        self,
-        container: ContainerClient,
-        prefix: str,
-        read: Callable[[str], Record | None],
+        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
     ) -> None:
         """`read(key)`: a plain read of one record, for a listing that carries none."""
         self._container = container

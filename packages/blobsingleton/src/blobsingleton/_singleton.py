@@ -26,10 +26,9 @@ from blobsingleton._busy import (
 )
 from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import off_loop
-from blobsingleton._keys import encode_key
+from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._owner import Owner
-from blobsingleton._templates import Scope, function_scope, resolve_key
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 if TYPE_CHECKING:
@@ -206,21 +205,13 @@ def singleton(
             )
         signature = inspect.signature(fn)
         scope_id = function_scope(fn) if scope == "function" else None
+        where = dict(container=container, storage=storage, namespace=namespace, scope=scope_id)
 
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
             leases = [
-                _defaults.lease(
-                    resolved,
-                    period=period,
-                    container=container,
-                    storage=storage,
-                    owner=owner,
-                    fair=in_line,
-                    namespace=namespace,
-                    scope=scope_id,
-                )
+                _defaults.lease(resolved, period=period, owner=owner, fair=in_line, **where)
                 for resolved in sorted(keys, key=encode_key)
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)

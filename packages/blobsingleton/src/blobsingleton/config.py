@@ -15,7 +15,7 @@ from blobsingleton._connection import (
     set_default_credential,
 )
 from blobsingleton._keys import blob_name, encode_key, host_id, namespace, validate_key
-from blobsingleton._templates import function_scope as scope_of
+from blobsingleton._keys import function_scope as scope_of
 
 __all__ = [
     "RETRY", "StorageAccount", "blob_name", "encode_key", "from_settings", "host_id",

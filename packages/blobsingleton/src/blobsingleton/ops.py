@@ -52,7 +52,7 @@ from blobsingleton.errors import (
 )
 
 AUDIT_CONTAINER = ("OPS_AUDIT_CONTAINER", "ops-audit")
-#: A function's scope (`_templates.function_scope`).
+#: A function's scope (`_keys.function_scope`).
 _SCOPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,299}")
 MAX_PAGE = 200
 MAX_REASON = 500
@@ -321,9 +321,8 @@ def reset_run(
     return {**entry, "audit_blob": audit_blob}
 
 
-def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any = None) -> None:
+def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any) -> None:
     """A plain-text table for people: one row per item, columns padded."""
-    out = out or sys.stdout
     rows = [[("" if item.get(c) is None else str(item.get(c))) for c in columns] for item in items]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)), file=out)
