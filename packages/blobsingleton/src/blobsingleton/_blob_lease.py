@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from blobsingleton import _defaults, _keep
+from blobsingleton import _defaults
+from blobsingleton import _line as lines
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
-from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name, prefix
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease, paced
 from blobsingleton._line import Entry, LineWait, WaitingLine
 from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
-from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
@@ -31,17 +32,14 @@ SUCCESSOR_FRESH = 0.3
 
 
 class BlobLease(BaseLease):
-    """A mutual-exclusion lease on `key`, stored as a blob lease (a fresh lease id each time).
-    Acquire and release cost 3 requests: acquire, increment the fencing token, release.
+    """A mutual-exclusion lease on `key`, stored as a blob lease (a fresh lease id each time;
+    what each step costs: the library's page).
 
     `fair=True`: a blocking acquire that finds the key busy waits in line, and a release hands
     the lease to the first live waiter, so waiters get the key in arrival order. A process that
     asks again at once may take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters
-    behind it a release keeps the lease a moment for it (1 request to take). A fair release
-    costs 1 request more (the line is listed), a wait about 4 to 8 (ticket, entry, looks, asks,
-    leaving); non-blocking attempts cost what they did. `scope`: a function's own keys
-    (`@singleton(scope="function")`); None: the app's.
-    """
+    behind it a release keeps the lease a moment for it. `scope`: a function's own keys
+    (`@singleton(scope="function")`); None: the app's."""
 
     def __init__(
         self,
@@ -65,14 +63,13 @@ class BlobLease(BaseLease):
         locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
         self.namespace = resolve_namespace(namespace)
-        named = prefix(self.namespace, scope)
-        self._lock = LockBlob(locks, blob_name(named, key), key)
+        name = blob_name(prefix(self.namespace, scope), key)
+        self._lock = LockBlob(locks, name, key)
         self.fair = fair
-        line_blob = blob_name(named, key)
-        self._line = WaitingLine(locks, line_blob, key, self.period) if fair else None
-        self._memory_key = f"{getattr(locks, 'url', '')}/{line_blob}"
+        self._line = WaitingLine(locks, name, key, self.period) if fair else None
+        self._memory_key = f"{getattr(locks, 'url', '')}/{name}"
         self._wait: LineWait | None = None  # a blocking acquire's place in line
-        self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _keep)
+        self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _line)
         self._next: Entry | None = None  # the first waiter in line, as last seen
         self._next_seen_at = float("-inf")
         self._owner_template = owner or Owner()
@@ -85,8 +82,8 @@ class BlobLease(BaseLease):
         wait = self._wait
         in_line = wait is not None and wait.ticket is not None
         if self._line is not None and not in_line:
-            memory = _keep.memory(self._memory_key)
-            if time.monotonic() - memory.released_at < _keep.KEEP_FOR:
+            memory = lines.memory(self._memory_key)
+            if time.monotonic() - memory.released_at < lines.KEEP_FOR:
                 memory.asks_again = True  # it would have taken a kept lease: keep again
             token = self._take_kept()
             if token is not None:
@@ -105,34 +102,28 @@ class BlobLease(BaseLease):
         except LockBusy:
             return None
         self._turns, self._turns_since = 1, time.monotonic()
-        return self._acquired(lease_id, fence=True)
+        return self._acquired(lease_id)
 
-    def _acquired(self, lease_id: str, *, fence: bool, token: int | None = None) -> int:
-        """Finish an acquisition under `lease_id`: fencing token, owner record, event."""
+    def _acquired(self, lease_id: str, token: int | None = None) -> int:
+        """Finish an acquisition under `lease_id`: fencing token (unless `token` is the one
+        already taken), owner record, event."""
         self._lease_id = lease_id
-        if fence:
+        if token is None:
             try:
                 token = self._lock.next_token(lease_id)
-            except BaseException:
-                self._give_back_quietly(lease_id)
+            except BaseException:  # unfinished: give it back; if that fails too, it expires
+                with contextlib.suppress(LeaseError):
+                    self._lock.release(lease_id, None)
                 raise
-        assert token is not None
+        template = self._owner_template
         self.owner = Owner(
-            instance=self._owner_template.instance,
-            function=self._owner_template.function,
-            invocation_id=self._owner_template.invocation_id,
-            token=token,
+            template.instance, template.function, template.invocation_id, token=token
         )
         self._published = self._publish_at_acquire
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
-        emit_lease("acquire", self)
+        telemetry.emit_lease("acquire", self)
         return token
-
-    def _give_back_quietly(self, lease_id: str) -> None:
-        """Release a lease we could not finish acquiring; if that fails too, it expires."""
-        with contextlib.suppress(LeaseError):
-            self._lock.release(lease_id, None)
 
     def _renew(self) -> None:
         self._lock.renew(self._lease_id, self._token or 0, timeout=self.period / 3)
@@ -153,9 +144,7 @@ class BlobLease(BaseLease):
             if successor is not None:
                 self._keep(successor, token)
                 return
-        self._hand_on(
-            self._lock, self._lease_id, token, self._successor(), turns_since=self._turns_since
-        )
+        self._hand_on(self._lease_id, token, self._successor(), turns_since=self._turns_since)
 
     def _successor(self) -> Entry | None:
         """The first live waiter in line (1 request), or the one seen a moment ago."""
@@ -171,50 +160,40 @@ class BlobLease(BaseLease):
         return self._next
 
     def _hand_on(
-        self,
-        lock: LockBlob,
-        lease_id: str,
-        token: int | None,
-        successor: Entry | None,
-        *,
-        turns_since: float | None = None,
+        self, lease_id: str, token: int | None, successor: Entry | None, turns_since: float | None
     ) -> None:
-        """Change the lease to `successor`'s lease id (it holds the key now), or release it."""
-        _keep.memory(self._memory_key).released_at = time.monotonic()
+        """Change the lease to `successor`'s lease id (it holds the key now), or release it;
+        `turns_since`: when this process's turns in a row began (None: it was only waiting)."""
+        lines.memory(self._memory_key).released_at = time.monotonic()
         if successor is None:
-            lock.release(lease_id, token)
+            self._lock.release(lease_id, token)
             return
-        lock.hand_over(lease_id, successor.lease_id, token)
+        self._lock.hand_over(lease_id, successor.lease_id, token)
         now = time.monotonic()
         held = None if turns_since is None else now - turns_since
-        _keep.memory(self._memory_key).handed(successor.ticket, now, held)
+        lines.memory(self._memory_key).handed(successor.ticket, now, held)
         log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
 
     def _may_keep(self) -> bool:
         now = time.monotonic()
         return (
             self._clock is time.monotonic
-            and self._turns < _keep.TURNS
-            and now - self._turns_since < _keep.TURNS_WITHIN
+            and self._turns < lines.TURNS
+            and now - self._turns_since < lines.TURNS_WITHIN
             and now - self._confirmed_at < self.period / 3 - 1.0
-            and _keep.memory(self._memory_key).asks_again
+            and lines.memory(self._memory_key).asks_again
         )
 
     def _keep(self, successor: Entry, token: int | None) -> None:
-        lock, lease_id = self._lock, self._lease_id
-
-        turns_since = self._turns_since
-
-        def hand_on() -> None:
-            self._hand_on(lock, lease_id, token, successor, turns_since=turns_since)
-
-        kept = _keep.Kept(lease_id, self._confirmed_at, self._turns, self._turns_since, hand_on)
+        lease_id, turns_since = self._lease_id, self._turns_since
+        hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
+        kept = lines.Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
         kept.successor, kept.successor_seen_at = successor, self._next_seen_at
-        _keep.keep(self._memory_key, kept)
+        lines.keep(self._memory_key, kept)
 
     def _take_kept(self) -> int | None:
         """Take the lease this process keeps for this key, if any: 1 request (the token)."""
-        kept = _keep.take(self._memory_key, time.monotonic(), self.period)
+        kept = lines.take(self._memory_key, time.monotonic(), self.period)
         if kept is None:
             return None
         try:
@@ -224,22 +203,21 @@ class BlobLease(BaseLease):
             return None
         except StorageUnavailable as error:  # may still be ours: hand it on, then ask
             log.warning("lease %s: kept lease not taken: %s", self.key, error)
-            _keep.hand_on(kept)
+            lines.hand_on(kept)
             return None
         self._confirmed_at = min(self._confirmed_at, kept.confirmed_at)  # renewed back then
         self._turns, self._turns_since = kept.turns + 1, kept.turns_since
         self._next, self._next_seen_at = kept.successor, kept.successor_seen_at
-        return self._acquired(kept.lease_id, fence=False, token=token)
+        return self._acquired(kept.lease_id, token)
 
     def _waits(
         self, timeout: float | None, blocking: bool, poll_interval: float | None
     ) -> Generator[float, None, None]:
         if self._line is None:
             return super()._waits(timeout, blocking, poll_interval)
-        memory = _keep.memory(self._memory_key)
+        memory = lines.memory(self._memory_key)
         wait = self._wait = LineWait(self._line, memory, self.period, blocking)
-        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking,
-                                         wait.next_delay))  # fmt: skip
+        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
 
     def _in_line(
         self, wait: LineWait, waits: Generator[float, None, None]
@@ -265,7 +243,7 @@ class BlobLease(BaseLease):
                 successor = next(
                     (e for e in self._line.live() if e.ticket != wait.ticket and e.lease_id), None
                 )
-                self._hand_on(self._lock, wait.lease_id, None, successor)
+                self._hand_on(wait.lease_id, None, successor, None)
 
     @property
     def name(self) -> str:

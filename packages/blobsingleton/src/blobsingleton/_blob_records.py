@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from azure.core.exceptions import HttpResponseError
 from blobsingleton import _defaults, _record_blob
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
-from blobsingleton._namespace import namespace as resolve_namespace
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._record_watch import RecordWatch, watch_for
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._storage import (
@@ -145,10 +146,7 @@ class BlobRecordStore(RecordStore):
         """Upload `record` under `conditions`; `creates`: create a missing container first."""
         blob, body = self._blob(self._name(record.key)), record.to_json()
         meta = _record_blob.metadata(record, body)
-
-        def upload() -> Any:
-            return blob.upload_blob(body, metadata=meta, **conditions)
-
+        upload = functools.partial(blob.upload_blob, body, metadata=meta, **conditions)
         with _translated(operation):
             props = retry_on_missing_container(self._container, upload) if creates else upload()
         return record.with_(
@@ -167,13 +165,9 @@ class BlobRecordStore(RecordStore):
             with _translated("read run-once record"):
                 download = blob.download_blob(raw_response_hook=served)
                 raw = download.readall()
-        except RecordConflict:
+        except RecordConflict:  # 404: no such blob, or no container yet
             return None
-        except HttpResponseError as error:
-            if error_code(error) == "ContainerNotFound":
-                return None
-            raise
+        props = download.properties
         return _record_blob.from_body(
-            raw, download.properties.etag, download.properties.metadata,
-            download.properties.last_modified, served.at,
-        )  # fmt: skip
+            raw, props.etag, props.metadata, props.last_modified, served.at
+        )

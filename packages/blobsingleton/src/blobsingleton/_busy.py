@@ -1,4 +1,5 @@
-"""The busy policy and the sync/async guard wrapper both decorators share (docs/internals.md)."""
+"""The busy policy (DEFER's re-enqueue too) and the sync/async guard wrapper both decorators
+share (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _deferral as deferral
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import StorageAccount
-from blobsingleton._events import emit
-from blobsingleton._invocation import entry_point, in_thread, invocation_scope
-from blobsingleton._offloop import off_loop
+from blobsingleton._connection import StorageAccount, from_settings
+from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._telemetry import Invocation
+from blobsingleton.queues import QueueMessageLike, send_message
+from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
+
+MAX_DELAY = 7 * 24 * 3600  # the queue service's visibility timeout limit
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -58,23 +60,6 @@ class Busy(StrEnum):
 
 #: A policy, or a callable given the busy error that returns the result (e.g. an HTTP 409).
 BusyPolicy = Busy | Callable[[Exception], Any]
-
-
-def check_policy(policy: BusyPolicy, queue: str | None) -> None:
-    if policy == Busy.DEFER and not queue:
-        raise ValueError("on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)")
-    if not isinstance(policy, Busy) and not callable(policy):
-        raise TypeError(f"on_busy must be a Busy policy or a callable, not {policy!r}")
-
-
-def check_defer(policy: BusyPolicy, fn: Callable[..., Any]) -> None:
-    """Refuse DEFER, when decorating, on a function whose parameters are all annotated and
-    none as the queue message it would re-enqueue."""
-    if policy == Busy.DEFER and not deferral.may_take_message(fn):
-        raise TypeError(
-            f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
-            "the func.QueueMessage to the function it guards"
-        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +112,14 @@ class BusyHandling:
     defer_seconds: float | None  # None: the guard's own `retry_after`
     storage: StorageAccount | None
 
+    def __post_init__(self) -> None:
+        if self.policy == Busy.DEFER and not self.queue:
+            raise ValueError(
+                "on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)"
+            )
+        if not isinstance(self.policy, Busy) and not callable(self.policy):
+            raise TypeError(f"on_busy must be a Busy policy or a callable, not {self.policy!r}")
+
     def outcome(self, admission: Admission) -> str:
         """The telemetry outcome of an invocation not admitted to run."""
         if admission.busy is None:
@@ -141,20 +134,43 @@ class BusyHandling:
             raise error
         if self.policy == Busy.SKIP:
             log.info("%s skipped: %s", name, error)
-            emit(
+            telemetry.emit(
                 "busy_skip", key=getattr(error, "key", None), function=name,
                 duration_s=getattr(error, "waited", None),
             )  # fmt: skip
             return None
         if self.policy == Busy.DEFER:
-            message = deferral.find_message(arguments)
+            message = find_message(arguments)
             assert message is not None, "DEFER applied without its message (see `guarded`)"
             delay = self.defer_seconds if self.defer_seconds is not None else admission.retry_after
-            deferral.defer(
-                message, self.queue or "", delay, reason=str(error), storage=self.storage
-            )
+            self._defer(message, delay, reason=str(error))
             return None
         return self.policy(error)
+
+    def _defer(self, message: QueueMessageLike, delay: float, reason: str) -> None:
+        """Enqueue a copy of `message` on the queue (`%SETTING%` resolved), visible in `delay` s."""
+        name = resolve_placeholders(self.queue or "")
+        seconds = max(1, min(MAX_DELAY, round(delay)))
+        storage = self.storage or from_settings()
+        copy_id = send_message(storage, name, message.get_body(), seconds)
+        log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
+            "deferred message %r on %s by %d s as message %s: %s",
+            message.id, name, seconds, copy_id, reason,
+        )  # fmt: skip
+        telemetry.emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
+
+
+def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
+    """The queue message among a guarded function's arguments (str and bytes are not)."""
+    messages = (v for v in arguments.values() if isinstance(v, QueueMessageLike))
+    return next((m for m in messages if not isinstance(m, (str, bytes))), None)
+
+
+def may_take_message(fn: Callable[..., Any]) -> bool:
+    """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
+    or one without an annotation (only the call can tell)."""
+    annotations = [p.annotation for p in inspect.signature(fn).parameters.values()]
+    return any(a is inspect.Parameter.empty or "QueueMessage" in str(a) for a in annotations)
 
 
 class _Unguarded(Guard):
@@ -177,8 +193,14 @@ def guarded(
     fn: F, make_guard: Callable[..., Guard], busy: BusyHandling, label: tuple[str, str]
 ) -> F:
     """Wrap `fn` (sync or async, signature kept for the worker) in the guard `make_guard` builds
-    from each invocation's arguments, in a span `label` names (decorator, key template). A
-    DEFER without a queue message waits as WAIT does."""
+    from each invocation's arguments, in a span `label` names (decorator, key template). DEFER
+    is refused on a function that can never take a queue message (all parameters annotated,
+    none as one); a call without one waits as WAIT does."""
+    if busy.policy == Busy.DEFER and not may_take_message(fn):
+        raise TypeError(
+            f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
+            "the func.QueueMessage to the function it guards"
+        )
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 
@@ -188,7 +210,7 @@ def guarded(
         call.outcome = "ran" if admission.run else busy.outcome(admission)
         if admission.busy is None or busy.policy != Busy.DEFER:
             return False
-        if deferral.find_message(arguments) is not None:
+        if find_message(arguments) is not None:
             return False
         log.warning(
             "%s: Busy.DEFER found no queue message among its arguments: waiting for the key "

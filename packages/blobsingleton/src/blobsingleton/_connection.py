@@ -67,9 +67,8 @@ class StorageAccount:
                 options = {**TIMEOUTS, **self.client_options}
                 if not any(name in options for name in _RETRY_OPTIONS):
                     options["retry_policy"] = sdk.LinearRetry(**RETRY)
-                given_once = requests_environment() if "transport" not in options else None
-                for option, value in (given_once or {}).items():
-                    options.setdefault(option, value)
+                if "transport" not in options:  # what `requests` would read per request, given once
+                    options = {**(requests_environment() or {}), **options}
                 if self.connection_string:
                     client = client_cls.from_connection_string(self.connection_string, **options)
                 elif url:

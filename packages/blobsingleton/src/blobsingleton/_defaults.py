@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from blobsingleton._connection import StorageAccount, from_settings
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
@@ -18,11 +19,6 @@ LOCK_CONTAINER = ("LEASE_CONTAINER", "locks")
 RECORD_CONTAINER = ("RUNONCE_CONTAINER", "runonce")
 
 
-def account_from_settings() -> StorageAccount:
-    """The account of app setting `AzureWebJobsStorage`, the one the host itself uses."""
-    return from_settings("AzureWebJobsStorage")
-
-
 def container(
     given: ContainerClient | None,
     convention: tuple[str, str],
@@ -32,7 +28,7 @@ def container(
     if given is not None:
         return given
     name = setting(convention[0], convention[1]) or convention[1]
-    return (storage or account_from_settings()).blob_service().get_container_client(name)
+    return (storage or from_settings()).blob_service().get_container_client(name)
 
 
 class Backends(Protocol):
@@ -68,9 +64,8 @@ def record_store(
     if _backends:
         return _backends[0].record_store(storage=storage, namespace=namespace, scope=scope)
     from blobsingleton._blob_records import BlobRecordStore
-    from blobsingleton._namespace import namespace as resolve_namespace
 
-    account = storage or account_from_settings()
+    account = storage or from_settings()
     name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]
     ident = (id(account), name, resolve_namespace(namespace), scope)
     found = _stores.get(ident)

@@ -1,17 +1,22 @@
-"""Where the function lives and which invocation a log record belongs to (docs/internals.md)."""
+"""The worker's invocation seen from the library's threads: where the function lives, which
+invocation a log record belongs to, blocking calls off the loop (docs/internals.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
+import logging
+import threading
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("blobsingleton")
 
 _context: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "blobsingleton_invocation_context", default=None
@@ -52,7 +57,7 @@ def entry_point(wrapper: Callable[..., Any], fn: Callable[..., Any]) -> Callable
     return functools.wraps(fn)(relocated)
 
 
-@contextmanager
+@contextlib.contextmanager
 def invocation_scope(kwargs: dict[str, Any]) -> Iterator[None]:
     """Remember the worker's `context` (when the function takes one) for threads started here."""
     context = kwargs.get("context")
@@ -66,34 +71,22 @@ def invocation_scope(kwargs: dict[str, Any]) -> Iterator[None]:
         _context.reset(token)
 
 
-@contextmanager
-def tagged_thread() -> Iterator[None]:
-    """In a thread started here: the invocation id where the worker's logging looks for it."""
-    context = _context.get()
-    storage = getattr(context, "thread_local_storage", None)
-    if storage is None or getattr(storage, "invocation_id", None):
-        yield
-        return
-    storage.invocation_id = context.invocation_id
-    try:
-        yield
-    finally:
-        storage.invocation_id = None
-
-
 def in_thread(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn` run with the current invocation's id on the thread that runs it."""
+    """`fn` run with the current invocation's id on the thread that runs it, where the worker's
+    logging looks for it."""
 
     def run(*args: Any, **kwargs: Any) -> T:
-        with tagged_thread():
+        context = _context.get()
+        storage = getattr(context, "thread_local_storage", None)
+        if storage is None or getattr(storage, "invocation_id", None):
             return fn(*args, **kwargs)
+        storage.invocation_id = context.invocation_id
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            storage.invocation_id = None
 
     return run
-
-
-async def to_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`asyncio.to_thread` whose records carry the invocation id (context variables travel)."""
-    return await asyncio.to_thread(in_thread(fn), *args)
 
 
 def thread_target(fn: Callable[[], None]) -> Callable[[], None]:
@@ -104,3 +97,97 @@ def thread_target(fn: Callable[[], None]) -> Callable[[], None]:
         copied.run(in_thread(fn))
 
     return run
+
+
+_capture = threading.local()
+
+
+class _CaptureInThisThread(logging.Filter):
+    """Hold back the library's records in threads that capture them, for the owner to emit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        target: list[logging.LogRecord] | None = getattr(_capture, "records", None)
+        if target is None or getattr(record, "_blobsingleton_emitting", False):
+            return True
+        target.append(record)
+        return False
+
+
+# Filters of a logger do not apply to its children's records: every library logger gets one.
+for _name in ("blobsingleton", "blobsingleton.events"):
+    logging.getLogger(_name).addFilter(_CaptureInThisThread())
+
+
+@contextlib.contextmanager
+def captured_logs(into: list[logging.LogRecord]) -> Iterator[None]:
+    """In this thread, append the library's records to `into` instead of emitting them."""
+    previous = getattr(_capture, "records", None)
+    _capture.records = into
+    try:
+        yield
+    finally:
+        _capture.records = previous
+
+
+def emit(records: list[logging.LogRecord]) -> None:
+    """Emit captured records from the calling thread or task (the one the worker can name)."""
+    while records:
+        record = records.pop(0)
+        setattr(record, "_blobsingleton_emitting", True)  # noqa: B010 - not a LogRecord field
+        log.handle(record)
+
+
+class _Handoff(Generic[T]):
+    """Who owns a threaded call's result: the awaiting task, or, once it is gone, the thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._finished = False
+        self.result: T | None = None
+
+    def finish(self, result: T) -> bool:
+        """Thread side: True while the task still takes the result."""
+        with self._lock:
+            self._finished, self.result = True, result
+            return not self._abandoned
+
+    def abandon(self) -> bool:
+        """Task side (cancelled): True when the call already finished and its result is ours."""
+        with self._lock:
+            self._abandoned = True
+            return self._finished
+
+
+async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = None) -> T:
+    """Run `call` in a thread, its log records emitted here; if the task is cancelled, `call`
+    still runs to its end and `undo(result)` gives back what it took, off the loop."""
+    loop = asyncio.get_running_loop()
+    handoff: _Handoff[T] = _Handoff()
+    records: list[logging.LogRecord] = []
+    context = contextvars.copy_context()
+
+    def run() -> T:
+        with captured_logs(records):
+            result = context.run(call)
+        if not handoff.finish(result):
+            emit(records)  # the task is gone: better without an invocation id than lost
+            if undo is not None:
+                undo(result)
+        return result
+
+    future = loop.run_in_executor(None, run)
+    try:
+        result = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if handoff.abandon() and undo is not None:
+            finished: T = handoff.result  # type: ignore[assignment]
+            threading.Thread(
+                target=undo, args=(finished,), name="blobsingleton-undo", daemon=True
+            ).start()
+        raise
+    except BaseException:
+        emit(records)
+        raise
+    emit(records)
+    return result

@@ -10,14 +10,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
-from types import TracebackType
 from typing import Self
 
 from blobsingleton import _shutdown as shutdown
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._events import emit_lease
-from blobsingleton._invocation import in_thread, thread_target
-from blobsingleton._offloop import off_loop
+from blobsingleton._invocation import in_thread, off_loop, thread_target
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -34,13 +31,6 @@ DEFAULT_PERIOD = 15.0
 DEFAULT_POLL_INTERVAL = 1.0
 #: How much earlier than the server may expire the lease we stop trusting it (clock rate drift).
 CLOCK_MARGIN = 0.5
-
-
-def check_period(period: float) -> float:
-    """Blob leases last 15 to 60 seconds; anything else is a programming error."""
-    if not MIN_PERIOD <= period <= MAX_PERIOD:
-        raise ValueError(f"lease period must be 15 to 60 seconds, not {period}")
-    return float(period)
 
 
 def paced(
@@ -73,8 +63,10 @@ class BaseLease(ABC):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock`: the monotonic clock periods are measured on (a test injects its own)."""
+        if not MIN_PERIOD <= period <= MAX_PERIOD:  # blob leases last 15 to 60 seconds
+            raise ValueError(f"lease period must be 15 to 60 seconds, not {period}")
         self.key = key
-        self.period = check_period(period)
+        self.period = float(period)
         self.poll_interval = poll_interval
         self.on_lost = on_lost
         #: Set once a loss has been handled: logged and `on_lost` returned.
@@ -163,17 +155,6 @@ class BaseLease(ABC):
 
     def release(self) -> None:
         """Stop renewing and give the lease back. Safe to call twice or after a loss."""
-        self._give_back()
-
-    async def release_async(self) -> None:
-        """`release` off the event loop; a cancelled caller still has the lease given back."""
-        await off_loop(self._give_back)
-
-    def _give_back_if_taken(self, taken: bool) -> None:
-        if taken:
-            self._give_back()
-
-    def _give_back(self) -> None:
         with self._state_lock:
             if self._token is None:
                 return
@@ -181,23 +162,31 @@ class BaseLease(ABC):
         held = time.monotonic() - self._acquired_at
         telemetry.HELD.record(held, {"decorator": "lease"})
         with telemetry.span("blobsingleton.release", key=self.key, token=token, held_s=held):
-            self._hand_back(token)
+            self._stop_renewing.set()
+            if self._renewer is not None and self._renewer is not threading.current_thread():
+                self._renewer.join()
+            shutdown.forget(self)
+            try:
+                self._release()
+            except LeaseLost as error:
+                log.warning(
+                    "lease %s (token %s) was already gone at release: %s", self.key, token, error
+                )
+            except StorageUnavailable as error:
+                log.warning(
+                    "lease %s (token %s) not released, it expires by itself: %s",
+                    self.key,
+                    token,
+                    error,
+                )
 
-    def _hand_back(self, token: int) -> None:
-        self._stop_renewing.set()
-        if self._renewer is not None and self._renewer is not threading.current_thread():
-            self._renewer.join()
-        shutdown.forget(self)
-        try:
-            self._release()
-        except LeaseLost as error:
-            log.warning(
-                "lease %s (token %s) was already gone at release: %s", self.key, token, error
-            )
-        except StorageUnavailable as error:
-            log.warning(
-                "lease %s (token %s) not released, it expires by itself: %s", self.key, token, error
-            )
+    async def release_async(self) -> None:
+        """`release` off the event loop; a cancelled caller still has the lease given back."""
+        await off_loop(self.release)
+
+    def _give_back_if_taken(self, taken: bool) -> None:
+        if taken:
+            self.release()
 
     def ensure_held(self) -> None:
         """Raise `LeaseLost` unless the lease is surely still ours. Call before side effects."""
@@ -220,12 +209,7 @@ class BaseLease(ABC):
     async def __aenter__(self) -> Self:
         return await self.acquire_async()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.release_async()
 
     def _attempt(self) -> bool:
@@ -277,7 +261,7 @@ class BaseLease(ABC):
                 self._declare_lost(f"renewal failed until the period ran out: {error}")
                 return None
             log.warning("lease %s renewal failed, retrying: %s", self.key, error)
-            emit_lease("renewal_failed", self, reason=str(error))
+            telemetry.emit_lease("renewal_failed", self, reason=str(error))
             return min(1.0, interval)
         except Exception as error:  # a bug or unexpected storage answer: still make it visible
             self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
@@ -293,7 +277,7 @@ class BaseLease(ABC):
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
         telemetry.LEASES_LOST.add(1)
-        emit_lease("lost", self, reason=reason)
+        telemetry.emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:
                 self.on_lost(self._lost_error)

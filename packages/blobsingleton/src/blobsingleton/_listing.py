@@ -7,14 +7,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree  # nosec B405
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from blobsingleton._azure_sdk import pipeline_sender
-from blobsingleton._storage import ServiceTime
+from blobsingleton._storage import ServiceTime, epoch, http_date
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +59,12 @@ def list_page(container: Any, prefix: str, size: int, marker: str | None = None)
 def list_all(container: Any, prefix: str, size: int = 5000) -> tuple[list[Listed], float | None]:
     """Every blob named from `prefix` (1 request per `size`), and the service's clock at the
     first answer."""
-    items: list[Listed] = []
-    page = list_page(container, prefix, size)
-    served_at = page.served_at
-    items += page.items
+    page = first = list_page(container, prefix, size)
+    items = list(page.items)
     while page.next_marker:
         page = list_page(container, prefix, size, page.next_marker)
         items += page.items
-    return items, served_at
+    return items, first.served_at
 
 
 def _error(response: Any) -> HttpResponseError:
@@ -90,22 +87,11 @@ def _parse(body: bytes, date: str | None) -> Page:
         etag = modified = None
         if properties is not None:
             etag = properties.findtext("Etag")
-            modified = _http_date(properties.findtext("Last-Modified"))
+            modified = http_date(properties.findtext("Last-Modified"))
         found = blob.find("Metadata")
         metadata = {m.tag: m.text or "" for m in found} if found is not None else {}
         items.append(Listed(name, etag, modified, metadata))
-    next_marker = root.findtext("NextMarker") or None
-    served = _http_date(date)
-    return Page(items, next_marker, served.timestamp() if served is not None else None)
-
-
-def _http_date(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
+    return Page(items, root.findtext("NextMarker") or None, epoch(http_date(date)))
 
 
 def _sdk_page(container: Any, prefix: str, size: int, marker: str | None) -> Page:

@@ -7,14 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import (
-    AzureError,
-    HttpResponseError,
-)
+from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _telemetry as telemetry
 from blobsingleton._owner import Owner
-from blobsingleton._storage import create_container_quietly, error_code, is_transient
+from blobsingleton._storage import create_container_quietly, error_code, unavailable_as
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -35,6 +31,8 @@ LOST_CODES = frozenset(
 )
 BUSY_CODES = frozenset({"LeaseAlreadyPresent", "LeaseIsBreakingAndCannotBeAcquired"})
 MISSING_CODES = frozenset({"BlobNotFound", "ContainerNotFound"})
+#: Every call is bounded, so a hung connection cannot outlive the lease it serves (seconds).
+REQUEST_TIMEOUT = 5.0
 
 
 class LockBusy(LeaseError):
@@ -42,11 +40,7 @@ class LockBusy(LeaseError):
 
 
 class LockMissing(LeaseError):
-    """Internal: the lock blob or its container does not exist yet."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+    """Internal: the lock blob or its container does not exist yet (the message: its code)."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +58,18 @@ class LockState:
         return self.owner is not None and self.owner.token == self.token
 
 
+def _bounded(seconds: float) -> dict[str, Any]:
+    """A call's timeouts: the service's (whole seconds), the client's to connect and to read."""
+    return {"timeout": max(1, int(seconds)), "connection_timeout": seconds, "read_timeout": seconds}
+
+
 @contextlib.contextmanager
 def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
-    """Map storage errors to the lease module's exceptions, by `error_code` only."""
-    telemetry.storage(operation)
+    """Map storage errors to the lease module's exceptions, by `error_code` only (no answer, or
+    a server error after the client's retries: `StorageUnavailable`)."""
     try:
-        yield
+        with unavailable_as(operation):
+            yield
     except HttpResponseError as error:
         code = error_code(error)
         if code in BUSY_CODES:
@@ -78,33 +78,18 @@ def translated(operation: str, key: str, token: int | None = None) -> Iterator[N
             raise LockMissing(code) from error
         if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
             raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
-        if is_transient(error):
-            raise StorageUnavailable(operation, error) from error
         raise
-    except AzureError as error:  # no answer at all: connection refused, reset, timed out
-        raise StorageUnavailable(operation, error) from error
 
 
 class LockBlob:
     """The lock blob of one key: acquire, fence, renew, publish owner, release, read."""
 
-    def __init__(
-        self,
-        container: ContainerClient,
-        blob_name: str,
-        key: str,
-        request_timeout: float = 5.0,
-    ) -> None:
+    def __init__(self, container: ContainerClient, blob_name: str, key: str) -> None:
         self._container = container
         self._blob = container.get_blob_client(blob_name)
         self.name = blob_name
         self.key = key
-        # Bound every call, so a hung connection cannot outlive the lease it serves.
-        self._options: dict[str, Any] = {
-            "timeout": max(1, int(request_timeout)),
-            "connection_timeout": request_timeout,
-            "read_timeout": request_timeout,
-        }
+        self._options = _bounded(REQUEST_TIMEOUT)
 
     def acquire(self, lease_id: str, period: float) -> None:
         """Take the lease with our id, creating what is missing; `LockBusy` when held. An
@@ -115,7 +100,7 @@ class LockBlob:
                     self._blob.acquire_lease(int(period), lease_id=lease_id, **self._options)
                 return
             except LockMissing as missing:
-                self._create(missing.code)
+                self._create(str(missing))
             except StorageUnavailable:
                 with contextlib.suppress(LeaseError, StorageUnavailable):
                     self.release(lease_id, None)
@@ -142,12 +127,7 @@ class LockBlob:
     def renew(self, lease_id: str, token: int, timeout: float) -> None:
         """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
         with translated("renew", self.key, token):
-            self._lease(lease_id).renew(
-                timeout=max(1, int(timeout)),
-                connection_timeout=timeout,
-                read_timeout=timeout,
-                retry_total=0,
-            )
+            self._lease(lease_id).renew(retry_total=0, **_bounded(timeout))
 
     def publish_owner(self, lease_id: str, owner: Owner) -> None:
         """Write the owner record into the lock blob's metadata (needs our lease)."""

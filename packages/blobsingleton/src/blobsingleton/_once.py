@@ -7,8 +7,9 @@ import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
@@ -17,34 +18,28 @@ from blobsingleton._busy import (
     Busy,
     BusyHandling,
     BusyPolicy,
+    F,
     Guard,
     MaybeSkipped,
-    check_defer,
-    check_policy,
     guarded,
     unguarded,
 )
 from blobsingleton._connection import StorageAccount
-from blobsingleton._events import emit
+from blobsingleton._keys import Scope, function_scope, resolve_key
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
     Decision,
     Mode,
     OnceHandler,
     Outcome,
-    payload_hash,
 )
-from blobsingleton._records import RecordStore
+from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
 from blobsingleton._singleton import held
-from blobsingleton._templates import function_scope, resolve_key
+from blobsingleton._telemetry import emit
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
-
-F = TypeVar("F", bound=Callable[..., Any])
-#: Whose records: the function's own, or the app's (WebJobs' SingletonScope.Function / Host).
-Scope = Literal["function", "app"]
 
 #: How long a delivery that finds its key in progress is held, watching, before its policy.
 DEFAULT_HOLD_BUSY = 3.0
@@ -69,22 +64,15 @@ def _seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
+@dataclass
 class _RecordGuard(Guard):
     """One invocation's run-once record: claimed before the body, completed or freed after."""
 
-    def __init__(
-        self,
-        handler: OnceHandler,
-        results: Results,
-        on_replay: Callable[[Any], Any] | None,
-        wait_timeout: float,
-        hold: float,
-    ) -> None:
-        self.handler = handler
-        self.results = results
-        self.on_replay = on_replay
-        self.wait_timeout = wait_timeout
-        self.hold = hold
+    handler: OnceHandler
+    results: Results
+    on_replay: Callable[[Any], Any] | None
+    wait_timeout: float
+    hold: float
 
     def enter(self, wait: bool) -> Admission:
         handler = self.handler
@@ -194,18 +182,14 @@ def once(
     if hold_busy < 0:
         raise ValueError(f"hold_busy must be at least 0 seconds, not {hold_busy!r}")
     hold_s = min(hold_busy, wait_timeout) if on_in_progress == Busy.WAIT else hold_busy
-    in_progress_s, retention_s = _seconds(in_progress_timeout), _seconds(retention)
-    if under_lease:
-        in_progress_s = 0.0  # the lease is the liveness signal
-
-    check_policy(on_in_progress, queue)
+    in_progress_s = 0.0 if under_lease else _seconds(in_progress_timeout)  # the lease is liveness
+    retention_s = _seconds(retention)
+    busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
     def decorate(fn: F) -> F:
-        check_defer(on_in_progress, fn)
         signature = inspect.signature(fn)
         results = Results(fn.__qualname__, result)
         scope_id = function_scope(fn) if scope == "function" else None
-        busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
         def make_guard(*args: Any, **kwargs: Any) -> Guard:
             try:

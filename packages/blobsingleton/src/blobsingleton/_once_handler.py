@@ -4,25 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
+import heapq
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeGuard
 
-from blobsingleton._events import emit
-from blobsingleton._first_beats import first_beats
-from blobsingleton._invocation import thread_target
+from blobsingleton._invocation import off_loop, thread_target
 from blobsingleton._keys import validate_key
-from blobsingleton._offloop import off_loop
 from blobsingleton._owner import instance_id
-from blobsingleton._records import Record, RecordStore, Status, watches
-from blobsingleton._telemetry import TAKEOVERS
+from blobsingleton._records import Record, RecordStore, Status, differing_fields, watches
+from blobsingleton._telemetry import TAKEOVERS, emit
 from blobsingleton.errors import (
     AlreadyInProgress,
     PayloadMismatch,
@@ -57,32 +53,6 @@ class Decision(StrEnum):
 class Outcome:
     decision: Decision
     record: Record
-
-
-def payload_hash(payload: Any) -> str:
-    """A SHA-256 of `payload` (JSON; bytes and str as they are), per field for a mapping."""
-    if isinstance(payload, Mapping):
-        fields = {str(name): _digest(value)[:32] for name, value in payload.items()}
-        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return _digest(payload)
-
-
-def _digest(value: Any) -> str:
-    if isinstance(value, bytes):
-        raw = value
-    elif isinstance(value, str):
-        raw = value.encode()
-    else:
-        raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(raw).hexdigest()
-
-
-def differing_fields(stored: str, current: str) -> tuple[str, ...]:
-    """The fields whose hashes differ between two payload hashes (() if either is whole)."""
-    if not (stored.startswith("{") and current.startswith("{")):
-        return ()
-    old, new = json.loads(stored), json.loads(current)
-    return tuple(sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name)))
 
 
 class OnceHandler:
@@ -217,12 +187,11 @@ class OnceHandler:
     ) -> Outcome:
         """`wait` off the event loop; cancelled, it frees any claim its request made."""
         deadline = time.monotonic() + wait
-        held = hold
         while True:
             outcome = await off_loop(
-                functools.partial(self._begin_held, held), undo=self._free_if_claimed
+                functools.partial(self._begin_held, hold), undo=self._free_if_claimed
             )
-            held = 0.0
+            hold = 0.0  # held at the first look only
             if outcome.decision != Decision.BUSY or time.monotonic() >= deadline:
                 return outcome
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
@@ -394,3 +363,42 @@ def _aged(record: Record, seconds: float) -> Record:
     if record.read_at is None:
         return record
     return record.with_(read_at=record.read_at + seconds)
+
+
+class _FirstBeats:
+    """One thread per process that starts `@once` heartbeats when first due."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
+        self._changed = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, at: float, stopped: threading.Event, start: Callable[[], None]) -> None:
+        """Call `start` at monotonic time `at`, unless `stopped` is set by then."""
+        with self._changed:
+            self._count += 1
+            heapq.heappush(self._due, (at, self._count, stopped, start))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="once-first-beats", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0][1] == self._count:
+                self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(timeout)
+                _, _, stopped, start = heapq.heappop(self._due)
+            if not stopped.is_set():
+                try:
+                    start()
+                except Exception:  # never let one run's start stop every later one
+                    log.exception("run-once: could not start a heartbeat")
+
+
+first_beats = _FirstBeats()

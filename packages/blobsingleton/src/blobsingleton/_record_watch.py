@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -41,9 +42,9 @@ CREATE_FIRST_BELOW = 0.5
 CONTENDED = 0.3
 #: The ranks of copies spread over this many run durations.
 SPREAD_RUNS = 4.0
-#: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, MAX_PAGES pages); names
+#: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, one page); names
 #: past those are read one by one (large listings cost more than one request: internals.md).
-LIST_SLACK, PAGE_SIZE, MAX_PAGES = 8, 32, 1
+LIST_SLACK, PAGE_SIZE = 8, 32
 #: Fewer names than this waiting are read one by one.
 MIN_LIST = 2
 #: How long a completed record seen here answers duplicates without a request.
@@ -81,10 +82,7 @@ class _State:
 
 class RecordWatch:
     def __init__(
-        self,
-        container: ContainerClient,
-        prefix: str,
-        read: Callable[[str], Record | None],
+        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
     ) -> None:
         """`read(key)`: a plain read of one record, for a listing that carries none."""
         self._container = container
@@ -236,12 +234,8 @@ class RecordWatch:
         now = time.monotonic()
         for waiter in waiting:
             state = states.get(waiter.name)
-            if state is not None:
-                if state.present:
-                    changed = _bare(state.etag) != _bare(waiter.etag)
-                else:
-                    changed = waiter.etag is not None
-                changed = changed or waiter.fresh
+            if state is not None:  # (an absent record's etag is None, as a waiter's that saw none)
+                changed = waiter.fresh or _bare(state.etag) != _bare(waiter.etag)
                 if changed and state.present and state.record is None:
                     state.record = self._read(waiter.key)
                     if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
@@ -269,7 +263,8 @@ class RecordWatch:
         states: dict[str, _State] = {}
         if len(names) >= MIN_LIST:
             page = min(PAGE_SIZE, LIST_SLACK * len(names))
-            covered_to = self._list(_common_prefix(names), names[-1], states, page)
+            common = os.path.commonprefix(names)  # noqa: RUF071 - by character, as List Blobs
+            covered_to = self._list(common, states, page)
             for name in names:
                 if name <= covered_to and name not in states:
                     states[name] = _State(False)
@@ -278,33 +273,27 @@ class RecordWatch:
             states[name] = self._get(name, seen.get(name))
         return states
 
-    def _list(self, prefix: str, last: str, states: dict[str, _State], page_size: int) -> str:
-        """List `prefix` up to `last` (MAX_PAGES at most), noting each listed name's state;
-        returns the highest name covered (names not listed up to it are absent)."""
-        covered, marker = "", None
-        for _ in range(MAX_PAGES):
-            telemetry.storage("watch records")
-            try:
-                page = list_page(self._container, prefix, page_size, marker)
-            except HttpResponseError as error:
-                if error_code(error) == "ContainerNotFound":
-                    return "\uffff"
-                raise
-            for item in page.items:
-                etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
-                record = _record_blob.from_metadata(
-                    item.metadata, etag, item.last_modified, page.served_at
-                )
-                states[item.name] = _State(True, etag, record)
-                if record is not None and record.status == Status.COMPLETED:
-                    self.remember(item.name, record)
-            if not page.next_marker:
+    def _list(self, prefix: str, states: dict[str, _State], page_size: int) -> str:
+        """List one page of `prefix`, noting each listed name's state; returns the highest name
+        covered (names not listed up to it are absent)."""
+        telemetry.storage("watch records")
+        try:
+            page = list_page(self._container, prefix, page_size)
+        except HttpResponseError as error:
+            if error_code(error) == "ContainerNotFound":
                 return "\uffff"
-            marker = page.next_marker
-            covered = page.items[-1].name if page.items else covered
-            if covered >= last:
-                break
-        return covered
+            raise
+        for item in page.items:
+            etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
+            record = _record_blob.from_metadata(
+                item.metadata, etag, item.last_modified, page.served_at
+            )
+            states[item.name] = _State(True, etag, record)
+            if record is not None and record.status == Status.COMPLETED:
+                self.remember(item.name, record)
+        if not page.next_marker:
+            return "\uffff"
+        return page.items[-1].name if page.items else ""
 
     def _get(self, name: str, etag: str | None) -> _State:
         """A read of one name, unless it still has `etag` (then 304: unchanged)."""
@@ -335,14 +324,6 @@ def _bare(etag: str | None) -> str | None:
 
 def _quoted(etag: str | None) -> str | None:
     return None if etag is None else f'"{etag.strip(chr(34))}"'
-
-
-def _common_prefix(names: list[str]) -> str:
-    first, last = names[0], names[-1]  # sorted: the common prefix of all is theirs
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n]
 
 
 _watches: dict[tuple[str, str], RecordWatch] = {}

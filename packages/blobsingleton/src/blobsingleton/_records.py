@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -77,6 +79,32 @@ class Record:
 def _body_fields() -> tuple[str, ...]:
     """The record's fields its JSON body holds, in declaration order."""
     return tuple(f.name for f in fields(Record) if f.name not in _NOT_IN_BODY)
+
+
+def payload_hash(payload: Any) -> str:
+    """A SHA-256 of `payload` (JSON; bytes and str as they are), per field for a mapping."""
+    if isinstance(payload, Mapping):
+        hashes = {str(name): _digest(value)[:32] for name, value in payload.items()}
+        return json.dumps(hashes, sort_keys=True, separators=(",", ":"))
+    return _digest(payload)
+
+
+def _digest(value: Any) -> str:
+    if isinstance(value, bytes):
+        raw = value
+    elif isinstance(value, str):
+        raw = value.encode()
+    else:
+        raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def differing_fields(stored: str, current: str) -> tuple[str, ...]:
+    """The fields whose hashes differ between two payload hashes (() if either is whole)."""
+    if not (stored.startswith("{") and current.startswith("{")):
+        return ()
+    old, new = json.loads(stored), json.loads(current)
+    return tuple(sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name)))
 
 
 class RecordStore(ABC):

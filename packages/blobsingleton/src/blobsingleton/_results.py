@@ -151,10 +151,6 @@ def _from_iso(kind: Any) -> Callable[[dict[str, Any]], Any]:
     return lambda data: kind.fromisoformat(data["v"])
 
 
-def _model(data: dict[str, Any]) -> Any:
-    return _import(data["cls"]).model_validate(data["v"])
-
-
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "float": lambda d: float(d["v"]),
     "dict": lambda d: {decode(k): decode(v) for k, v in d["v"]},
@@ -169,7 +165,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "bytes": lambda d: base64.b64decode(d["v"]),
     "bytearray": lambda d: bytearray(base64.b64decode(d["v"])),
     "dataclass": _dataclass,
-    "model": _model,
+    "model": lambda d: _import(d["cls"]).model_validate(d["v"]),
     "http": _http,
     **{tag: _from_iso(kind) for tag, kind in _TIMES.items()},
 }

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
@@ -18,19 +18,17 @@ from blobsingleton._busy import (
     Busy,
     BusyHandling,
     BusyPolicy,
+    F,
     Guard,
     Guarded,
     MaybeSkipped,
-    check_defer,
-    check_policy,
     guarded,
 )
 from blobsingleton._connection import StorageAccount
-from blobsingleton._keys import encode_key
+from blobsingleton._invocation import off_loop
+from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
-from blobsingleton._offloop import off_loop
 from blobsingleton._owner import Owner
-from blobsingleton._templates import function_scope, resolve_key
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 if TYPE_CHECKING:
@@ -38,13 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 _current: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
     "singleton_leases", default=()
 )
-#: Whose lease: the function's own, or the app's (see `singleton`).
-Scope = Literal["function", "app"]
 
 
 #: The attribute a `@singleton` wrapper carries (copied by outer wrappers' `functools.wraps`).
@@ -199,9 +193,9 @@ def singleton(
     templates = [key] if isinstance(key, str) else list(key)
     if not templates:
         raise ValueError("@singleton needs a key")
-    check_policy(on_busy, queue)
-    in_line = on_busy == Busy.WAIT if fair is None else fair
     delay = defer_seconds if defer_seconds is not None else period
+    busy = BusyHandling(on_busy, queue, delay, storage)
+    in_line = on_busy == Busy.WAIT if fair is None else fair
 
     def decorate(fn: F) -> F:
         if getattr(fn, MARK, False):
@@ -209,25 +203,15 @@ def singleton(
                 f"{fn.__qualname__} has two @singleton decorators: name every key it needs in "
                 "one, @singleton(['a-{x}', 'b-{y}']), which takes them in one order"
             )
-        check_defer(on_busy, fn)
         signature = inspect.signature(fn)
         scope_id = function_scope(fn) if scope == "function" else None
-        busy = BusyHandling(on_busy, queue, delay, storage)
+        where = dict(container=container, storage=storage, namespace=namespace, scope=scope_id)
 
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
             leases = [
-                _defaults.lease(
-                    resolved,
-                    period=period,
-                    container=container,
-                    storage=storage,
-                    owner=owner,
-                    fair=in_line,
-                    namespace=namespace,
-                    scope=scope_id,
-                )
+                _defaults.lease(resolved, period=period, owner=owner, fair=in_line, **where)
                 for resolved in sorted(keys, key=encode_key)
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)

@@ -29,18 +29,13 @@ def error_code(error: BaseException) -> str:
     return str(getattr(code, "value", code) or "")
 
 
-def status_code(error: BaseException) -> int | None:
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 def is_transient(error: BaseException) -> bool:
     """Worth retrying later: no answer, a timeout, throttling or a server error."""
     if not isinstance(error, AzureError):
         return False
     if not isinstance(error, HttpResponseError):
         return True  # a transport failure: no answer at all
-    status = status_code(error)
+    status = error.status_code
     return status is None or status in (408, 429) or status >= 500
 
 
@@ -75,6 +70,16 @@ def retry_on_missing_container(
     return call()
 
 
+def http_date(text: str | None) -> datetime | None:
+    """An HTTP date header's moment (None: absent or not a date)."""
+    if not text:
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def epoch(moment: datetime | None) -> float | None:
     """A service timestamp as epoch seconds (naive datetimes are UTC, as the SDK gives them)."""
     if moment is None:
@@ -93,9 +98,6 @@ class ServiceTime:
     def __call__(self, response: Any) -> None:
         header = response.http_response.headers.get("Date")
         if header:
-            try:
-                self.at = parsedate_to_datetime(header).timestamp()
-            except (TypeError, ValueError):
-                self.at = None
+            self.at = epoch(http_date(header))
         if self._chained is not None:
             self._chained(response)

@@ -1,16 +1,73 @@
-"""Spans and metrics through the OpenTelemetry API: a no-op until the app configures an SDK
+"""What operators see: one structured log record per lease and run-once event, and spans and
+metrics through the OpenTelemetry API, a no-op until the app configures an SDK
 (docs/internals.md)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
+import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import metrics, trace
 
+from blobsingleton._owner import instance_id
 from blobsingleton.errors import LeaseLost, PayloadMismatch, RunLost
+
+log = logging.getLogger("blobsingleton.events")
+
+#: The library's own event kinds. An app adds its own (`events.emit("stale_writer", ...)`).
+KINDS = frozenset(
+    {"acquire", "busy_skip", "defer", "renewal_failed", "lost", "takeover", "break", "reset",
+     "completed", "replay"}
+)  # fmt: skip
+_WARNINGS = frozenset({"renewal_failed", "lost", "break", "reset"})
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
+    """Log event `kind` (one of `KINDS`, or an app's own: lower-case letters, digits, '_') with
+    `dims` (key, instance, function, invocation_id, token, duration_s...). `warning`: log at
+    WARNING rather than INFO (default: as the library logs its kinds; INFO for others)."""
+    if not _KIND.fullmatch(kind):
+        raise ValueError(f"an event kind is lower-case letters, digits and '_', not {kind!r}")
+    values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
+    if isinstance(values.get("duration_s"), float):
+        values["duration_s"] = round(values["duration_s"], 3)
+    dimensions = {"event": kind, **values}
+    text = " ".join(f"{name}={_quoted(value)}" for name, value in dimensions.items())
+    loud = kind in _WARNINGS if warning is None else warning
+    log.log(
+        logging.WARNING if loud else logging.INFO,
+        "%s",
+        text,
+        extra={**dimensions, "custom_dimensions": dimensions},
+    )
+
+
+def _quoted(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if not text or any(c in text for c in ' "=\\') else text
+
+
+def emit_lease(kind: str, lease: Any, **dims: Any) -> None:
+    """`emit` with what a lease knows: key, token, owner (function, invocation), held for."""
+    owner = getattr(lease, "owner", None)
+    acquired = getattr(owner, "acquired_at", None)
+    known = {
+        "key": lease.key,
+        "token": getattr(lease, "_token", None) or getattr(owner, "token", None),
+        "instance": getattr(owner, "instance", None),
+        "function": getattr(owner, "function", None) or None,
+        "invocation_id": getattr(owner, "invocation_id", None) or None,
+        "duration_s": (datetime.now(UTC) - acquired).total_seconds() if acquired else None,
+    }
+    emit(kind, **{**known, **dims})
+
 
 _tracer = trace.get_tracer("blobsingleton")
 _meter = metrics.get_meter("blobsingleton")

@@ -14,9 +14,8 @@ from blobsingleton._connection import (
     set_client_options,
     set_default_credential,
 )
-from blobsingleton._keys import blob_name, encode_key, validate_key
-from blobsingleton._namespace import host_id, namespace
-from blobsingleton._templates import function_scope as scope_of
+from blobsingleton._keys import blob_name, encode_key, host_id, namespace, validate_key
+from blobsingleton._keys import function_scope as scope_of
 
 __all__ = [
     "RETRY", "StorageAccount", "blob_name", "encode_key", "from_settings", "host_id",

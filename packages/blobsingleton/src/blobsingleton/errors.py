@@ -4,24 +4,24 @@ survives pickling, so it can cross a process pool."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 
 class BlobSingletonError(Exception):
     """Root of every error this library raises."""
 
-    _fields: tuple[str, ...] = ()
-
     def __reduce__(self) -> str | tuple[Any, ...]:
-        if not self._fields:
+        # Rebuilt from the attributes its constructor's parameters name (each error keeps them).
+        init = type(self).__init__
+        if not inspect.isfunction(init):  # a builtin's: the message is all there is
             return super().__reduce__()
-        return (type(self), tuple(getattr(self, name) for name in self._fields))
+        names = list(inspect.signature(init).parameters)[1:]
+        return (type(self), tuple(getattr(self, name) for name in names))
 
 
 class OutsideGuardedCall(BlobSingletonError, LookupError):
     """`current_lease()` or `current_run()` was called outside the call its decorator guards."""
-
-    _fields = ("accessor", "decorator")
 
     def __init__(self, accessor: str, decorator: str) -> None:
         super().__init__(f"{accessor} called outside a {decorator} function")
@@ -31,8 +31,6 @@ class OutsideGuardedCall(BlobSingletonError, LookupError):
 class SettingMissing(BlobSingletonError, LookupError):
     """An app setting the library needs is not set (or the settings contradict each other)."""
 
-    _fields = ("name", "detail")
-
     def __init__(self, name: str, detail: str = "") -> None:
         super().__init__(detail or f"app setting {name!r} is not set")
         self.name, self.detail = name, detail
@@ -40,8 +38,6 @@ class SettingMissing(BlobSingletonError, LookupError):
 
 class InvalidKey(BlobSingletonError, ValueError):
     """A key cannot become a blob name (empty, too long, control characters, escaping)."""
-
-    _fields = ("key", "reason")
 
     def __init__(self, key: object, reason: str) -> None:
         super().__init__(f"invalid key: {reason}")
@@ -51,8 +47,6 @@ class InvalidKey(BlobSingletonError, ValueError):
 class KeyTemplateError(BlobSingletonError, LookupError):
     """A `{field}` of a key template could not be resolved from the invocation."""
 
-    _fields = ("template", "field", "reason")
-
     def __init__(self, template: str, field: str, reason: str) -> None:
         super().__init__(f"key template {template!r}: {{{field}}} {reason}")
         self.template, self.field, self.reason = template, field, reason
@@ -60,8 +54,6 @@ class KeyTemplateError(BlobSingletonError, LookupError):
 
 class StorageUnavailable(BlobSingletonError):
     """Storage did not answer, or answered with a server error, after the client's retries."""
-
-    _fields = ("operation", "cause")
 
     def __init__(self, operation: str, cause: BaseException | str) -> None:
         super().__init__(f"storage unavailable during {operation}: {cause}")
@@ -75,8 +67,6 @@ class LeaseError(BlobSingletonError):
 class LeaseTimeout(LeaseError, TimeoutError):
     """The lease was held by someone else for the whole time the caller was willing to wait."""
 
-    _fields = ("key", "waited")
-
     def __init__(self, key: str, waited: float) -> None:
         super().__init__(f"lease {key!r} is busy (waited {waited:.1f} s)")
         self.key, self.waited = key, waited
@@ -84,8 +74,6 @@ class LeaseTimeout(LeaseError, TimeoutError):
 
 class LeaseLost(LeaseError):
     """The holder can no longer be sure it holds the lease: stop before the next side effect."""
-
-    _fields = ("key", "token", "reason")
 
     def __init__(self, key: str, token: int | None, reason: str) -> None:
         super().__init__(f"lease {key!r} (token {token}) lost: {reason}")
@@ -103,8 +91,6 @@ class OnceError(BlobSingletonError):
 class AlreadyInProgress(OnceError, TimeoutError):
     """Another delivery of the same key is running (and has not expired)."""
 
-    _fields = ("key", "expires_at")
-
     def __init__(self, key: str, expires_at: float) -> None:
         super().__init__(f"run-once key {key!r} is in progress elsewhere")
         self.key, self.expires_at = key, expires_at
@@ -113,8 +99,6 @@ class AlreadyInProgress(OnceError, TimeoutError):
 class PayloadMismatch(OnceError, ValueError):
     """The same key arrived with a different payload than the one recorded. `fields`: names
     (never values) of a mapping payload's fields that differ; empty for a payload compared whole."""
-
-    _fields = ("key", "fields")
 
     def __init__(self, key: str, fields: tuple[str, ...] = ()) -> None:
         differ = f" (fields that differ: {', '.join(fields)})" if fields else ""
@@ -125,8 +109,6 @@ class PayloadMismatch(OnceError, ValueError):
 class RunLost(OnceError):
     """This run no longer owns its run-once key: stop before the next side effect."""
 
-    _fields = ("key", "reason")
-
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"run-once key {key!r} lost: {reason}")
         self.key, self.reason = key, reason
@@ -135,8 +117,6 @@ class RunLost(OnceError):
 class ResultNotStorable(OnceError, TypeError):
     """A `@once` function returned a value its result codec cannot store for duplicates.
     Raised by the first call (its work ran; the key is completed) and by every duplicate."""
-
-    _fields = ("key", "function", "type_name")
 
     def __init__(self, key: str, function: str, type_name: str) -> None:
         super().__init__(

@@ -7,8 +7,8 @@ at once may take in a row while others wait in line; `DEFAULT_POLL_INTERVAL`: th
 seconds between a blocking acquire's attempts (each jittered 0.5 to 1.5 times it)."""
 
 from blobsingleton._blob_lease import read_lock
-from blobsingleton._keep import TURNS as TURNS_IN_A_ROW
 from blobsingleton._lease import DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._line import TURNS as TURNS_IN_A_ROW
 from blobsingleton._lock_blob import LockState
 from blobsingleton._owner import Owner, instance_id
 from blobsingleton._shutdown import install_signal_handlers, release_all

@@ -33,15 +33,15 @@ from azure.core.exceptions import HttpResponseError
 from blobsingleton import _defaults
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount
-from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD
 from blobsingleton._line import WaitingLine
-from blobsingleton._namespace import namespace as resolve_namespace
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import error_code, retry_on_missing_container
+from blobsingleton._telemetry import emit
 from blobsingleton.errors import (
     InvalidKey,
     InvalidRequest,
@@ -52,7 +52,7 @@ from blobsingleton.errors import (
 )
 
 AUDIT_CONTAINER = ("OPS_AUDIT_CONTAINER", "ops-audit")
-#: A function's scope (`_templates.function_scope`).
+#: A function's scope (`_keys.function_scope`).
 _SCOPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,299}")
 MAX_PAGE = 200
 MAX_REASON = 500
@@ -107,13 +107,6 @@ def validate_limit(limit: object, default: int = 50) -> int:
     if not 1 <= value <= MAX_PAGE:
         raise InvalidRequest(f"limit must be 1 to {MAX_PAGE}, not {value}")
     return value
-
-
-def _containers(storage: StorageAccount | None) -> tuple[Any, Any, Any]:
-    locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
-    records = _defaults.container(None, _defaults.RECORD_CONTAINER, storage)
-    audit = _defaults.container(None, AUDIT_CONTAINER, storage)
-    return locks, records, audit
 
 
 def _listing(
@@ -184,7 +177,7 @@ def list_locks(
     holder shows once it published its owner record (at its first renewal, or at acquire with
     `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
     (15-60 s) past its last renewal. One listing, plus one per lock for `waiting`."""
-    locks = _containers(storage)[0]
+    locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
@@ -231,7 +224,7 @@ def list_runs(
     after reading, so a page may hold fewer than `limit` items (follow `next`)."""
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
-    records = _containers(storage)[1]
+    records = _defaults.container(None, _defaults.RECORD_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(records, ns, validate_prefix(prefix), limit, marker)
     items = []
@@ -244,8 +237,9 @@ def list_runs(
     return Page(items, following, ns)
 
 
-def _audit(audit: Any, action: str, entry: dict[str, Any]) -> str:
+def _audit(storage: StorageAccount | None, action: str, entry: dict[str, Any]) -> str:
     """Write one audit blob (never overwritten); returns its name."""
+    audit = _defaults.container(None, AUDIT_CONTAINER, storage)
     now = datetime.now(UTC)
     name = f"{now:%Y/%m/%d}/{now:%H%M%S.%f}-{action}-{uuid.uuid4().hex[:8]}.json"
     body = json.dumps({"action": action, "at": now.isoformat(), **entry}, default=str).encode()
@@ -269,7 +263,7 @@ def break_lock(
     the old holder's writes."""
     validate_key(key)
     reason = validate_reason(reason)
-    locks, _, audit = _containers(storage)
+    locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     blob = locks.get_blob_client(blob_name(_prefix(ns, scope), key))
     try:
@@ -292,7 +286,7 @@ def break_lock(
     previous = _lock_item(scope, key, before)
     entry = {"namespace": ns, "scope": scope, "key": key, "token": token, "by": by,
              "reason": reason, "previous": previous}  # fmt: skip
-    audit_blob = _audit(audit, "break", entry)
+    audit_blob = _audit(storage, "break", entry)
     emit("break", key=key, token=token, by=by, instance=previous["instance"])
     return {**entry, "new_holder_token_exceeds": token, "audit_blob": audit_blob}
 
@@ -310,9 +304,8 @@ def reset_run(
     runs again; audited."""
     validate_key(key)
     reason = validate_reason(reason)
-    _, records, audit = _containers(storage)
     _prefix("", scope)
-    store = BlobRecordStore(records, namespace=namespace, scope=scope or None)
+    store = BlobRecordStore(storage=storage, namespace=namespace, scope=scope or None)
     record = store.get(key)
     if record is None or record.etag is None:
         raise NotFound(f"no run-once record with key {key!r}")
@@ -323,14 +316,13 @@ def reset_run(
     previous = _run_item(scope, record)
     entry = {"namespace": store.namespace, "scope": scope, "key": key, "by": by,
              "reason": reason, "previous": previous}  # fmt: skip
-    audit_blob = _audit(audit, "reset", entry)
+    audit_blob = _audit(storage, "reset", entry)
     emit("reset", key=key, by=by, state=previous["state"])
     return {**entry, "audit_blob": audit_blob}
 
 
-def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any = None) -> None:
+def print_table(items: list[dict[str, Any]], columns: Sequence[str], out: Any) -> None:
     """A plain-text table for people: one row per item, columns padded."""
-    out = out or sys.stdout
     rows = [[("" if item.get(c) is None else str(item.get(c))) for c in columns] for item in items]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)), file=out)

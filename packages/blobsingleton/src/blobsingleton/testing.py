@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobsingleton import _defaults
+from blobsingleton._keys import function_scope
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._records import Record, RecordStore, Status
-from blobsingleton._templates import function_scope
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 

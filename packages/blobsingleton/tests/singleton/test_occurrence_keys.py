@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton._templates import _occurrence
+from blobsingleton._keys import _occurrence
 from blobsingleton.errors import KeyTemplateError
 
 TONIGHT = datetime(2026, 11, 22, 2, tzinfo=UTC)

@@ -15,7 +15,7 @@ import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
-from blobsingleton._templates import KeyTemplateError
+from blobsingleton._keys import KeyTemplateError
 from blobsingleton.leases import read_lock
 from libsupport import queue_client, request_counter
 
@@ -219,7 +219,7 @@ def test_defer_without_queue_is_refused_at_decoration() -> None:
 
 
 def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:
-    from blobsingleton._templates import _occurrence
+    from blobsingleton._keys import _occurrence
 
     nightly = "0 0 2 * * *"
     status = {"Next": "2026-11-22T02:00:00Z"}  # the host's status during tonight's run
@@ -235,7 +235,7 @@ def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:
 
 def test_first_night_without_status_and_next_night_get_different_keys() -> None:
     """Regression: reading Next as "the occurrence after this one" gave night 2 night 1's key."""
-    from blobsingleton._templates import _occurrence
+    from blobsingleton._keys import _occurrence
 
     nightly = "0 0 2 * * *"
     first = _occurrence("t", TimerRequest(), nightly, datetime(2026, 11, 22, 2, 0, 1, tzinfo=UTC))
@@ -249,7 +249,7 @@ def test_first_night_without_status_and_next_night_get_different_keys() -> None:
 
 
 def test_status_written_under_another_schedule_is_ignored() -> None:
-    from blobsingleton._templates import _occurrence
+    from blobsingleton._keys import _occurrence
 
     stale = TimerRequest(schedule_status={"Next": "2026-12-25T02:00:00Z"})
     now = datetime(2026, 11, 22, 2, 0, 3, tzinfo=UTC)
