@@ -9,10 +9,12 @@ after its record could have expired sends nothing.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 import pytest
+from azure.functions.queue import QueueMessage
 from azure.storage.blob import BlobServiceClient
 from blobsingleton.errors import RunLost
 
@@ -28,10 +30,13 @@ def _create_container(direct: str, name: str) -> None:
     BlobServiceClient.from_connection_string(direct).create_container(name)
 
 
-def _notification(event_id: str) -> Notification:
+def _deliver(event_id: str) -> object:
+    """One delivery of the event's message, as the queue trigger hands it to the function."""
     body = {"event_id": event_id, "type": "order.shipped", "to": ["ada@example.com"],
             "subject": "Shipped", "text": "On its way."}  # fmt: skip
-    return Notification.from_dict(body)
+    raw = json.dumps(body).encode()
+    msg = QueueMessage(id=str(uuid.uuid4()), body=raw, dequeue_count=1)
+    return notifications.deliver(Notification.parse(raw), msg)
 
 
 @pytest.mark.parametrize("kind", ["operation_timed_out", "internal_error", "server_busy"])
@@ -57,10 +62,10 @@ def test_a_claim_known_as_ours_only_after_it_could_expire_sends_nothing(
     late = notifications.IN_PROGRESS_SECONDS + 1.0
     server_errors.blob.arm("operation_timed_out", writes_to(f"email-{event_id}"), delay=late)
     with pytest.raises(RunLost):
-        notifications.deliver(_notification(event_id))
+        _deliver(event_id)
     assert server_errors.blob.armed() == 0
     assert read_outbox(event_id=event_id) == []  # nothing sent by the stale claim
-    notifications.deliver(_notification(event_id))  # the host's retry: the key was freed
+    _deliver(event_id)  # the host's retry: the key was freed
     assert len(read_outbox(event_id=event_id)) == 1
 
 
@@ -76,11 +81,11 @@ def test_a_completion_answered_503_is_written_while_its_record_still_lives(
 
     server_errors.blob.arm("server_busy", completion)
     began = time.monotonic()
-    notifications.deliver(_notification(event_id))
+    _deliver(event_id)
     took = time.monotonic() - began
     assert server_errors.blob.armed() == 0
     # The SDK's default policy sent it again 15-21 s later, after the record (its last write
     # the claim) had expired and another delivery could take the event over.
     assert took < notifications.IN_PROGRESS_SECONDS, took
-    notifications.deliver(_notification(event_id))  # a copy: the stored result
+    _deliver(event_id)  # a copy: the stored result
     assert len(read_outbox(event_id=event_id)) == 1
