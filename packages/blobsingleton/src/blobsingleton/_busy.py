@@ -218,6 +218,14 @@ def guarded(
         )  # fmt: skip
         return True
 
+    def waited_instead(call: Invocation, admission: Admission) -> Admission:
+        """What a DEFER without a message got by waiting: still busy raises, as WAIT does."""
+        if admission.busy is not None:
+            call.outcome = "busy"
+            raise admission.busy
+        call.outcome = "ran" if admission.run else admission.outcome
+        return admission
+
     def not_run(admission: Admission, arguments: dict[str, Any]) -> Any:
         if admission.busy is None:
             return admission.result
@@ -231,10 +239,7 @@ def guarded(
                 admission = await guard.enter_async(wait)
                 arguments = signature.bind(*args, **kwargs).arguments
                 if admitted(call, guard, admission, arguments):
-                    admission = await guard.enter_async(True)
-                    if admission.busy is not None:
-                        raise admission.busy
-                    call.outcome = "ran"
+                    admission = waited_instead(call, await guard.enter_async(True))
                 if not admission.run:
                     if admission.busy is not None and busy.policy == Busy.DEFER:
                         return await off_loop(in_thread(lambda: not_run(admission, arguments)))
@@ -257,10 +262,7 @@ def guarded(
             admission = guard.enter(wait)
             arguments = signature.bind(*args, **kwargs).arguments
             if admitted(call, guard, admission, arguments):
-                admission = guard.enter(True)
-                if admission.busy is not None:
-                    raise admission.busy
-                call.outcome = "ran"
+                admission = waited_instead(call, guard.enter(True))
             if not admission.run:
                 return not_run(admission, arguments)
             try:

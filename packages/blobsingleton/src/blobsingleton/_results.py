@@ -18,6 +18,8 @@ from blobsingleton.errors import ResultNotStorable
 TAG = "$t"
 _SCALARS = (str, int, bool, type(None))  # exact types (see `encode`)
 _TIMES: dict[str, type] = {"datetime": dt.datetime, "date": dt.date, "time": dt.time}
+#: Rebuilds one tagged value; its parts through the second argument (the codec's `decode`).
+_Decoder = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
 
 
 class ResultCodec(Protocol):
@@ -57,27 +59,28 @@ def _http_response_class() -> Any:
         return None
 
 
-def encode(value: Any) -> Any:
-    """`value` as JSON-able data; `Unstorable` for a type this codec cannot store (types are
-    matched exactly: a subclass of str, dict or list would come back as its base class)."""
+def encode(value: Any, part: Callable[[Any], Any]) -> Any:
+    """`value` as JSON-able data, its parts through `part` (the codec's own `encode`, so a
+    subclass's types are found nested too); `Unstorable` for a type this codec cannot store
+    (types are matched exactly: a subclass of str, dict or list would come back as its base)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if isinstance(value, enum.Enum):
-        return {TAG: "enum", "cls": _class_path(kind), "v": encode(value.value)}
+        return {TAG: "enum", "cls": _class_path(kind), "v": part(value.value)}
     if kind is float:
         return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
     if kind is list:
-        return [encode(item) for item in value]
+        return [part(item) for item in value]
     if kind is dict:
         if all(type(k) is str for k in value) and TAG not in value:
-            return {k: encode(v) for k, v in value.items()}
-        return {TAG: "dict", "v": [[encode(k), encode(v)] for k, v in value.items()]}
+            return {k: part(v) for k, v in value.items()}
+        return {TAG: "dict", "v": [[part(k), part(v)] for k, v in value.items()]}
     if isinstance(value, tuple) and hasattr(kind, "_fields"):
-        return {TAG: "namedtuple", "cls": _class_path(kind), "v": [encode(i) for i in value]}
+        return {TAG: "namedtuple", "cls": _class_path(kind), "v": [part(i) for i in value]}
     for tag, exact in (("tuple", tuple), ("frozenset", frozenset), ("set", set)):
         if kind is exact:
-            return {TAG: tag, "v": [encode(item) for item in value]}
+            return {TAG: tag, "v": [part(item) for item in value]}
     if kind is Decimal:
         return {TAG: "decimal", "v": str(value)}
     for tag, time_kind in _TIMES.items():
@@ -90,7 +93,7 @@ def encode(value: Any) -> Any:
     if kind in (bytes, bytearray):
         return {TAG: kind.__name__, "v": base64.b64encode(value).decode("ascii")}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = {f.name: part(getattr(value, f.name)) for f in dataclasses.fields(value)}
         return {TAG: "dataclass", "cls": _class_path(type(value)), "v": fields}
     if callable(getattr(value, "model_dump", None)) and hasattr(type(value), "model_validate"):
         dumped = value.model_dump(mode="json")
@@ -108,23 +111,23 @@ def encode(value: Any) -> Any:
     raise Unstorable(type(value))
 
 
-def decode(data: Any) -> Any:
-    """New objects from what `encode` stored."""
+def decode(data: Any, part: Callable[[Any], Any]) -> Any:
+    """New objects from what `encode` stored, its parts through `part` (as for `encode`)."""
     if isinstance(data, list):
-        return [decode(item) for item in data]
+        return [part(item) for item in data]
     if not isinstance(data, dict):
         return data
     tag = data.get(TAG)
     if tag is None:
-        return {k: decode(v) for k, v in data.items()}
-    return _DECODERS[tag](data)
+        return {k: part(v) for k, v in data.items()}
+    return _DECODERS[tag](data, part)
 
 
-def _dataclass(data: dict[str, Any]) -> Any:
+def _dataclass(data: dict[str, Any], part: Callable[[Any], Any]) -> Any:
     cls: Any = _import(data["cls"])
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"{data['cls']} is no longer a dataclass")
-    values = {name: decode(value) for name, value in data["v"].items()}
+    values = {name: part(value) for name, value in data["v"].items()}
     fields = {f.name: f for f in dataclasses.fields(cls)}
     make: Callable[..., Any] = cls
     instance = make(**{n: v for n, v in values.items() if fields[n].init})
@@ -134,7 +137,7 @@ def _dataclass(data: dict[str, Any]) -> Any:
     return instance
 
 
-def _http(data: dict[str, Any]) -> Any:
+def _http(data: dict[str, Any], _: Callable[[Any], Any]) -> Any:
     response_class = _http_response_class()
     if response_class is None:  # pragma: no cover
         raise TypeError("an HttpResponse result needs azure-functions installed")
@@ -147,38 +150,40 @@ def _http(data: dict[str, Any]) -> Any:
     return response
 
 
-def _from_iso(kind: Any) -> Callable[[dict[str, Any]], Any]:
-    return lambda data: kind.fromisoformat(data["v"])
+def _from_iso(kind: Any) -> _Decoder:
+    return lambda data, _: kind.fromisoformat(data["v"])
 
 
-_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "float": lambda d: float(d["v"]),
-    "dict": lambda d: {decode(k): decode(v) for k, v in d["v"]},
-    "enum": lambda d: _import(d["cls"])(decode(d["v"])),
-    "tuple": lambda d: tuple(decode(item) for item in d["v"]),
-    "namedtuple": lambda d: _import(d["cls"])(*(decode(item) for item in d["v"])),
-    "set": lambda d: {decode(item) for item in d["v"]},
-    "frozenset": lambda d: frozenset(decode(item) for item in d["v"]),
-    "decimal": lambda d: Decimal(d["v"]),
-    "timedelta": lambda d: dt.timedelta(*d["v"]),
-    "uuid": lambda d: uuid.UUID(d["v"]),
-    "bytes": lambda d: base64.b64decode(d["v"]),
-    "bytearray": lambda d: bytearray(base64.b64decode(d["v"])),
+_DECODERS: dict[str, _Decoder] = {
+    "float": lambda d, part: float(d["v"]),
+    "dict": lambda d, part: {part(k): part(v) for k, v in d["v"]},
+    "enum": lambda d, part: _import(d["cls"])(part(d["v"])),
+    "tuple": lambda d, part: tuple(part(item) for item in d["v"]),
+    "namedtuple": lambda d, part: _import(d["cls"])(*(part(item) for item in d["v"])),
+    "set": lambda d, part: {part(item) for item in d["v"]},
+    "frozenset": lambda d, part: frozenset(part(item) for item in d["v"]),
+    "decimal": lambda d, part: Decimal(d["v"]),
+    "timedelta": lambda d, part: dt.timedelta(*d["v"]),
+    "uuid": lambda d, part: uuid.UUID(d["v"]),
+    "bytes": lambda d, part: base64.b64decode(d["v"]),
+    "bytearray": lambda d, part: bytearray(base64.b64decode(d["v"])),
     "dataclass": _dataclass,
-    "model": lambda d: _import(d["cls"]).model_validate(d["v"]),
+    "model": lambda d, part: _import(d["cls"]).model_validate(d["v"]),
     "http": _http,
     **{tag: _from_iso(kind) for tag, kind in _TIMES.items()},
 }
 
 
 class DefaultCodec:
-    """The codec `@once` uses unless given one (see `blobsingleton.results`)."""
+    """The codec `@once` uses unless given one (see `blobsingleton.results`). A subclass that
+    adds a type overrides both methods and calls `super()` for the rest: nested values come
+    back through its own methods."""
 
     def encode(self, result: Any) -> Any:
-        return encode(result)
+        return encode(result, self.encode)
 
     def decode(self, data: Any) -> Any:
-        return decode(data)
+        return decode(data, self.decode)
 
 
 #: What a completion stores when its result could not be stored: duplicates raise.

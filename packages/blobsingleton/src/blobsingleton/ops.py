@@ -176,17 +176,17 @@ def list_locks(
     `marker` (a previous page's `next`). `waiting`: live fair waiters in the key's line. The
     holder shows once it published its owner record (at its first renewal, or at acquire with
     `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
-    (15-60 s) past its last renewal. One listing, plus one per lock for `waiting`."""
+    (15-60 s) past its last renewal. One listing, plus one per held lock for `waiting`."""
     locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
     )
     items = [_lock_item(scope, key, blob) for scope, key, blob in found]
-    for item in items:  # fair waiters in line: one listing per lock
+    for item in items:  # fair waiters in line: one listing per held lock (a free one has none)
         name = blob_name(_prefix(ns, item["scope"]), item["key"])
-        item["waiting"] = len(WaitingLine(locks, name, item["key"], MAX_PERIOD).live())
-        item["waiting"] *= item["held"]
+        line = WaitingLine(locks, name, item["key"], MAX_PERIOD)
+        item["waiting"] = len(line.live()) if item["held"] else 0
     return Page(items, following, ns)
 
 

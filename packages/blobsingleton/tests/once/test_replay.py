@@ -19,6 +19,7 @@ import azure.functions as func
 import pytest
 from blobsingleton import once
 from blobsingleton.errors import ResultNotStorable
+from blobsingleton.results import DefaultCodec
 from blobsingleton.testing import forget_remembered_records, memory_backends
 
 
@@ -194,6 +195,29 @@ class MoneyCodec:
 def test_a_codec_of_the_users_own_stores_other_types(where: str) -> None:
     first, duplicate, runs = replayed(where, lambda: Money(1999), result=MoneyCodec())
     assert duplicate == Money(1999) and duplicate is not first and runs == [1]
+
+
+class WithMoney(DefaultCodec):
+    """The default codec and one type more, found wherever it is nested."""
+
+    def encode(self, result: Any) -> Any:
+        if isinstance(result, Money):
+            return {"$money": result.cents}
+        return super().encode(result)
+
+    def decode(self, data: Any) -> Any:
+        if isinstance(data, dict) and set(data) == {"$money"}:
+            return Money(data["$money"])
+        return super().decode(data)
+
+
+def test_a_subclass_of_the_default_codec_finds_its_type_nested(where: str) -> None:
+    def result() -> Any:
+        return {"lines": [Money(100), (Money(250), Decimal("0.5"))], "by_day": {1: Money(7)}}
+
+    first, duplicate, _ = replayed(where, result, result=WithMoney())
+    assert duplicate == first and duplicate is not first
+    assert type(duplicate["lines"][1]) is tuple and duplicate["by_day"] == {1: Money(7)}
 
 
 def test_on_replay_gets_the_stored_result_and_what_it_returns_is_returned(where: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from blobsingleton import Busy, LeaseLost, current_lease, once, singleton
+from blobsingleton.queues import QueueMessageLike
 from blobsingleton.records import BlobRecordStore
 from blobsingleton.testing import crashed_run, memory_backends
 from opentelemetry import metrics, trace
@@ -191,6 +192,28 @@ def test_busy_outcomes_are_named(telemetry: Telemetry) -> None:
         memory.locks.acquire("busy", "someone", 15.0)
         assert skipped() is None
     assert telemetry.added("blobsingleton.invocations", decorator="singleton", outcome="skipped")
+
+
+def test_a_defer_without_a_message_that_waited_for_a_replay_is_replayed(
+    telemetry: Telemetry,
+) -> None:
+    inside, release = threading.Event(), threading.Event()
+    with memory_backends():
+
+        @once("job-{n}", on_in_progress=Busy.DEFER, queue="jobs", hold_busy=0.0, wait_timeout=20)
+        def job(n: int, msg: QueueMessageLike | None = None) -> str:  # called without one
+            inside.set()
+            release.wait(10)
+            return "done"
+
+        first = threading.Thread(target=job, args=(1,))
+        first.start()
+        assert inside.wait(10)
+        threading.Timer(0.3, release.set).start()
+        assert job(1) == "done"  # waited, then the stored result
+        first.join(10)
+    outcomes = [dict(s.attributes or {})["blobsingleton.outcome"] for s in telemetry.spans("once")]
+    assert sorted(outcomes) == ["ran", "replayed"]
 
 
 CHILD = """
