@@ -61,6 +61,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per alternative")
     parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="run every alternative this many times, interleaved; report the median round",
+    )  # fmt: skip
+    parser.add_argument(
         "--defer-seconds", type=float, default=DEFER_SECONDS,
         help="delay of a re-queued busy delivery (Busy.DEFER's default is 5 s)",
     )  # fmt: skip
@@ -269,38 +273,67 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _round(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    """Every alternative once, in the order given, and the ratios between them."""
+    results = {
+        name: _storm(
+            name,
+            args.instances,
+            args.events,
+            args.work_ms / 1000,
+            args.timeout,
+            getattr(args, "defer_seconds", DEFER_SECONDS),
+        )
+        for name in names
+    }
+    ratios: dict[str, float] = {}
+    if "ours" in results and "none" in results:
+        ratio = results["ours"]["wall_s"] / max(results["none"]["wall_s"], 0.001)
+        ratios["ours_wall_vs_unguarded"] = round(ratio, 2)
+    if "ours" in results and "powertools" in results:
+        ratio = (results["ours"]["latency_p50_s"] or 0) / max(
+            results["powertools"]["latency_p50_s"] or 0, 0.001
+        )
+        ratios["ours_latency_p50_vs_powertools"] = round(ratio, 2)
+    return {"alternatives": results, **ratios}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """`--rounds` > 1: every alternative once per round, each round starting one further along
+    the list, so none always runs first; the round with the median latency ratio is reported
+    whole, and every round must have sent each event once."""
     names = [n.strip() for n in str(args.alternatives).split(",") if n.strip()]
+    rounds_wanted = max(1, int(getattr(args, "rounds", 1)))
     with azurite_storage():
         os.environ.setdefault("RUNONCE_CONTAINER", "runonce")
-        results = {
-            name: _storm(
-                name,
-                args.instances,
-                args.events,
-                args.work_ms / 1000,
-                args.timeout,
-                getattr(args, "defer_seconds", DEFER_SECONDS),
-            )
-            for name in names
-        }
+        rotations = [i % len(names) for i in range(rounds_wanted)]
+        rounds = [_round(args, names[i:] + names[:i]) for i in rotations]
+    order = sorted(rounds, key=lambda r: r.get("ours_latency_p50_vs_powertools", 0.0))
+    median = order[(len(order) - 1) // 2]
     result: dict[str, Any] = {
         "instances": args.instances,
         "events": args.events,
         "work_ms": args.work_ms,
         "defer_seconds": getattr(args, "defer_seconds", DEFER_SECONDS),
-        "alternatives": results,
+        "alternatives": {name: median["alternatives"][name] for name in names},
     }
-    if "ours" in results and "none" in results:
-        ratio = results["ours"]["wall_s"] / max(results["none"]["wall_s"], 0.001)
-        result["ours_wall_vs_unguarded"] = round(ratio, 2)
-    if "ours" in results and "powertools" in results:
-        ratio = (results["ours"]["latency_p50_s"] or 0) / max(
-            results["powertools"]["latency_p50_s"] or 0, 0.001
-        )
-        result["ours_latency_p50_vs_powertools"] = round(ratio, 2)
-    if "ours" in results:
+    result.update({k: v for k, v in median.items() if k != "alternatives"})
+    if rounds_wanted > 1:
+        result["rounds"] = [
+            {k: v for k, v in r.items() if k != "alternatives"}
+            | {"ours_duplicates": r["alternatives"].get("ours", {}).get("duplicates"),
+               "ours_missing": r["alternatives"].get("ours", {}).get("missing")}
+            for r in rounds
+        ]  # fmt: skip
+    if "ours" in names:
+        worst = {
+            "duplicates": max(r["alternatives"]["ours"]["duplicates"] for r in rounds),
+            "missing": max(r["alternatives"]["ours"]["missing"] for r in rounds),
+            "blob_requests_per_event": max(
+                r["alternatives"]["ours"]["blob_requests_per_event"] for r in rounds
+            ),
+        }
         result["targets"] = TARGETS
-        result["targets_checked"] = checks = _checks(result, results["ours"], args.instances)
+        result["targets_checked"] = checks = _checks(result, worst, args.instances)
         result["targets_met"] = all(checks.values())
     return result

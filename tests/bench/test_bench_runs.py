@@ -30,6 +30,20 @@ def test_storm_ours_sends_each_event_once_and_no_guard_sends_each_to_every_insta
     assert result["targets_met"] == all(checked.values())
 
 
+def test_storm_rounds_report_the_median_round_and_judge_every_round(bench_env: str) -> None:
+    result = storm.run(argparse.Namespace(
+        instances=1, events=4, work_ms=5.0, timeout=120.0, alternatives="ours,powertools",
+        rounds=3,
+    ))  # fmt: skip
+    rounds = result["rounds"]
+    assert len(rounds) == 3
+    assert all((r["ours_duplicates"], r["ours_missing"]) == (0, 0) for r in rounds)
+    ratios = sorted(r["ours_latency_p50_vs_powertools"] for r in rounds)
+    assert result["ours_latency_p50_vs_powertools"] == ratios[1]
+    assert result["targets_checked"]["latency_p50_vs_powertools"] == (ratios[1] <= 1.5)
+    assert result["alternatives"]["ours"]["emails"] == 4
+
+
 def test_failover_sigterm_hands_over_sooner_than_webjobs_polling(bench_env: str) -> None:
     result = failover.run(argparse.Namespace(
         trials=2, once_in_progress_timeout=300.0, cases="ours_sigterm,webjobs_sigterm",

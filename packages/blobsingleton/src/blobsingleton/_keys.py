@@ -3,6 +3,7 @@ validated and made safe blob names in a namespace, by default the host id (docs/
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -155,7 +156,9 @@ def validate_key(key: object, *, max_length: int = MAX_KEY_LENGTH) -> str:
         raise InvalidKey(key, "must not be empty")
     if len(key) > max_length:
         raise InvalidKey(key, f"is {len(key)} characters long, the limit is {max_length}")
-    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in key):
+    if not (key.isascii() and key.isprintable()) and any(
+        unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in key
+    ):
         raise InvalidKey(key, "contains control characters or lone surrogates")
     segments = key.replace("\\", "/").split("/")
     if key.startswith(("/", "\\")) or any(s in (".", "..") for s in segments):
@@ -170,6 +173,7 @@ def encode_key(key: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def blob_name(prefix: str, key: str) -> str:
     """The blob name for `key` under `prefix`, after validating the key; `InvalidKey` when it
     would pass Azure's 1,024-character limit (many non-ASCII characters encode long)."""
