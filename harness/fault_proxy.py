@@ -158,12 +158,7 @@ class FaultProxy:
             if not self._enabled:
                 return None
             roll = self._rng.random()
-        edge = 0.0
-        for kind in FAULT_KINDS:
-            edge += getattr(self.rates, kind)
-            if roll < edge:
-                return kind
-        return None
+        return self._kind_at(roll, FAULT_KINDS)
 
     @property
     def reads_requests(self) -> bool:
@@ -180,8 +175,12 @@ class FaultProxy:
                 return None
             self.requests += 1
             roll = self._rng.random()
+        return self._kind_at(roll, SERVER_ERROR_KINDS)
+
+    def _kind_at(self, roll: float, kinds: tuple[str, ...]) -> str | None:
+        """The kind whose slice of [0, 1), laid end to end in `kinds`' order, holds `roll`."""
         edge = 0.0
-        for kind in SERVER_ERROR_KINDS:
+        for kind in kinds:
             edge += getattr(self.rates, kind)
             if roll < edge:
                 return kind

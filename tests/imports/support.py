@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from shared import storage
+from shared.imports import checkpoint as checkpoint_module
 from shared.imports.layout import imports_container
 from shared.imports.member_table import STATE_ROW, is_member_row, members_table
 
@@ -47,3 +51,26 @@ class ImportsEnv:
         client = storage.queue_client(queue)
         found = client.peek_messages(max_messages=32)
         return [json.loads(m.content) for m in found]
+
+
+class Killed(BaseException):
+    """Stands for the process dying (a BaseException: nothing on the way catches it)."""
+
+
+def killed_before_sweep_checkpoint(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> None:
+    """`run()` dies where the import would checkpoint its sweep: every chunk committed, the
+    last one not checkpointed. The checkpoint store is as it was after."""
+    store = checkpoint_module.CheckpointStore
+    real_save = store.save
+
+    def dying_save(self: checkpoint_module.CheckpointStore, state: dict[str, Any]) -> None:
+        if state.get("phase") == "sweep":
+            raise Killed
+        real_save(self, state)
+
+    monkeypatch.setattr(store, "save", dying_save)
+    try:
+        with pytest.raises(Killed):
+            run()
+    finally:
+        monkeypatch.setattr(store, "save", real_save)

@@ -11,12 +11,10 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from harness import import_samples as samples
-from shared.imports import checkpoint as checkpoint_module
-from shared.imports.checkpoint import CheckpointStore
 from shared.imports.importer import run_import
 from shared.imports.layout import Layout
 from shared.imports.request import ImportRequest
-from tests.imports.support import ImportsEnv
+from tests.imports.support import ImportsEnv, killed_before_sweep_checkpoint
 from tests.otel import Telemetry
 from tests.support import AppSettings
 
@@ -75,10 +73,6 @@ def test_a_run_over_invocations_counts_each_record_once_with_its_resumes_and_spa
     assert "members.csv" not in str([dict(s.attributes or {}) for s in files])  # no file names
 
 
-class _Killed(BaseException):
-    """Stands for the process dying (a BaseException: nothing on the way catches it)."""
-
-
 def test_a_crash_after_a_commit_before_its_checkpoint_counts_the_redone_chunk_once(
     imports_env: ImportsEnv,
     telemetry: Telemetry,
@@ -91,17 +85,9 @@ def test_a_crash_after_a_commit_before_its_checkpoint_counts_the_redone_chunk_on
     app_settings.set({"IMPORT_ACCOUNTS": "acme,beta"})
     imports_env.upload("acme", "members.csv",
                        samples.csv_bytes(list(samples.members(120, bad_every=40))))  # fmt: skip
-    real_save = CheckpointStore.save
-
-    def dying_save(self: CheckpointStore, state: dict[str, Any]) -> None:
-        if state.get("phase") == "sweep":  # every chunk committed, the last not checkpointed
-            raise _Killed
-        real_save(self, state)
-
-    monkeypatch.setattr(checkpoint_module.CheckpointStore, "save", dying_save)
-    with pytest.raises(_Killed):
-        run_import(RUN, 10, email=False, chunk_size=50)
-    monkeypatch.setattr(checkpoint_module.CheckpointStore, "save", real_save)
+    killed_before_sweep_checkpoint(
+        monkeypatch, lambda: run_import(RUN, 10, email=False, chunk_size=50)
+    )
     assert _until_done(11, chunk_size=50) == ["completed"]
     totals = _totals(imports_env)
     assert (totals["imported"], totals["rejected"]) == (117, 3)
@@ -112,5 +98,5 @@ def test_a_crash_after_a_commit_before_its_checkpoint_counts_the_redone_chunk_on
     assert telemetry.added("app.imports.resumes") == 1
     dead, resumed = telemetry.spans("import run")
     assert dead.status.status_code == StatusCode.ERROR
-    assert dead.status.description == "_Killed"  # the type only, never a message
+    assert dead.status.description == "Killed"  # the type only, never a message
     assert dict(resumed.attributes or {})["app.import.invocation"] == 2

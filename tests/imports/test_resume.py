@@ -13,7 +13,6 @@ import pytest
 
 from harness import import_samples as samples
 from shared import storage
-from shared.imports import checkpoint as checkpoint_module
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.csv_reader import read_csv
 from shared.imports.edi_reader import FileFacts, read_834, scan_envelope
@@ -30,7 +29,7 @@ from shared.imports.records import Member, SourceRecord
 from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
 from tests.imports import edi834
-from tests.imports.support import ImportsEnv
+from tests.imports.support import ImportsEnv, killed_before_sweep_checkpoint
 from tests.support import LosesAnswers, blob_service_over
 
 RUN = ImportRequest.nightly("acme", date(2026, 11, 22))
@@ -212,10 +211,6 @@ def test_an_834_run_spans_invocations_mid_set_and_applies_records_in_file_order(
     assert _totals(imports_env, RUN) == _totals(imports_env, TWIN)
 
 
-class _Killed(BaseException):
-    """Stands for the process dying (a BaseException: nothing on the way catches it)."""
-
-
 def test_rows_committed_after_the_last_checkpoint_by_a_lost_attempt_are_redone_once(
     imports_env: ImportsEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,17 +221,9 @@ def test_rows_committed_after_the_last_checkpoint_by_a_lost_attempt_are_redone_o
     for account in ("acme", "twin"):
         imports_env.upload(account, "enrollment.834", data)
     _until_done(TWIN, 1)
-    real_save = CheckpointStore.save
-
-    def dying_save(self: CheckpointStore, state: dict[str, Any]) -> None:
-        if state.get("phase") == "sweep":  # every chunk committed, the last not checkpointed
-            raise _Killed
-        real_save(self, state)
-
-    monkeypatch.setattr(checkpoint_module.CheckpointStore, "save", dying_save)
-    with pytest.raises(_Killed):
-        run_import(RUN, 10, email=False, chunk_size=4)
-    monkeypatch.setattr(checkpoint_module.CheckpointStore, "save", real_save)
+    killed_before_sweep_checkpoint(
+        monkeypatch, lambda: run_import(RUN, 10, email=False, chunk_size=4)
+    )
     saved = json.loads(imports_env.read(Layout("acme", RUN.run_id).checkpoint))
     assert saved["phase"] == "members" and saved["next_record"] > 0
     rows = imports_env.members("acme")
