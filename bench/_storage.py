@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import psutil
 from blobsingleton import StorageAccount
@@ -38,14 +39,21 @@ def azurite_storage(*, in_memory: bool = False, keep_alive_s: int | None = None)
 
 
 def azurite_process() -> psutil.Process | None:
-    """The run's Azurite when this process started it (None: it runs elsewhere)."""
+    """The run's Azurite (the one serving AzureWebJobsStorage's blob port) when this process
+    started it; None when it runs elsewhere. A test process may have started several."""
+    port = str(urlsplit(from_settings("AzureWebJobsStorage").blob_service().url).port)
     for child in psutil.Process().children(recursive=True):
         try:
-            if any("azurite" in part for part in child.cmdline()):
-                return child
+            command = child.cmdline()
         except psutil.Error:
             continue
+        if any("azurite" in part for part in command) and _option(command, "--blobPort") == port:
+            return child
     return None
+
+
+def _option(command: list[str], name: str) -> str | None:
+    return next((command[i + 1] for i, part in enumerate(command[:-1]) if part == name), None)
 
 
 def wait_for_idle_storage(
