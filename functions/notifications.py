@@ -24,7 +24,6 @@ from typing import Any
 import azure.functions as func
 from blobsingleton import Busy, PayloadMismatch, once
 from blobsingleton.config import scope_of
-from blobsingleton.settings import setting
 
 from shared import poison, telemetry
 from shared.notifications import (
@@ -34,6 +33,7 @@ from shared.notifications import (
     sender_from_settings,
 )
 from shared.notifications.fingerprint import ContentMismatch, payload
+from shared.settings import number_setting
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +46,7 @@ def in_progress_seconds() -> float:
     """App setting EMAIL_IN_PROGRESS_SECONDS (default 15, 1 to 300): how long the send of an
     instance that died holds its event id. A copy arriving while a send runs is deferred that
     long at most. A live send keeps its claim with a heartbeat, however long it takes."""
-    raw = setting("EMAIL_IN_PROGRESS_SECONDS", "15") or "15"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(
-            f"app setting EMAIL_IN_PROGRESS_SECONDS must be a number of seconds, not {raw!r}"
-        ) from None
-    if not 1.0 <= value <= 300.0:
-        raise ValueError(f"app setting EMAIL_IN_PROGRESS_SECONDS must be 1 to 300, not {raw!r}")
-    return value
+    return number_setting("EMAIL_IN_PROGRESS_SECONDS", 15.0, 1.0, 300.0)
 
 
 IN_PROGRESS_SECONDS = in_progress_seconds()

@@ -19,10 +19,11 @@ run (`ImportSettings.from_env()`), so a test or an operator changing one needs n
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from blobsingleton.settings import setting
+
+from shared.settings import InvalidSetting, number_setting, whole_setting
 
 DEFAULT_CHUNK_RECORDS = 5000
 DEFAULT_BUDGET_S = 240.0
@@ -35,33 +36,6 @@ DEFAULT_MAX_FAMILY_DEPENDENTS = 200
 DEFAULT_MAX_LOOP_SEGMENTS = 2000
 #: The dependent id key's length in bytes (BLAKE2b accepts keys up to 64 bytes).
 ID_KEY_BYTES = (16, 64)
-
-
-class InvalidSetting(ValueError):
-    """An import app setting with a value the import cannot use."""
-
-
-def _number(name: str, default: float, low: float, high: float | None = None) -> float:
-    raw = setting(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidSetting(f"app setting {name} must be a number, not {raw!r}") from None
-    if not math.isfinite(value):
-        raise InvalidSetting(f"app setting {name} must be a finite number, not {raw!r}")
-    if value < low or (high is not None and value > high):
-        bounds = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
-        raise InvalidSetting(f"app setting {name} must be {bounds}, not {raw!r}")
-    return value
-
-
-def _whole(name: str, default: int, low: int, high: int | None = None) -> int:
-    value = _number(name, default, low, high)
-    if value != int(value):
-        raise InvalidSetting(f"app setting {name} must be a whole number, not {value:g}")
-    return int(value)
 
 
 def _id_key() -> bytes:
@@ -92,14 +66,18 @@ class ImportSettings:
     def from_env(cls) -> ImportSettings:
         """The settings as they are now; `InvalidSetting` names the first bad one."""
         return cls(
-            chunk_records=_whole("IMPORT_CHUNK_RECORDS", DEFAULT_CHUNK_RECORDS, 1),
-            budget_s=_number("IMPORT_INVOCATION_BUDGET_S", DEFAULT_BUDGET_S, 0, MAX_BUDGET_S),
-            lanes=_whole("IMPORT_WRITE_LANES", DEFAULT_LANES, 1, MAX_LANES),
-            max_file_bytes=_whole("IMPORT_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, 1024),
-            max_family_dependents=_whole(
+            chunk_records=whole_setting("IMPORT_CHUNK_RECORDS", DEFAULT_CHUNK_RECORDS, 1),
+            budget_s=number_setting(
+                "IMPORT_INVOCATION_BUDGET_S", DEFAULT_BUDGET_S, 0, MAX_BUDGET_S
+            ),
+            lanes=whole_setting("IMPORT_WRITE_LANES", DEFAULT_LANES, 1, MAX_LANES),
+            max_file_bytes=whole_setting("IMPORT_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, 1024),
+            max_family_dependents=whole_setting(
                 "IMPORT_MAX_FAMILY_DEPENDENTS", DEFAULT_MAX_FAMILY_DEPENDENTS, 1
             ),
-            max_loop_segments=_whole("IMPORT_MAX_LOOP_SEGMENTS", DEFAULT_MAX_LOOP_SEGMENTS, 10),
+            max_loop_segments=whole_setting(
+                "IMPORT_MAX_LOOP_SEGMENTS", DEFAULT_MAX_LOOP_SEGMENTS, 10
+            ),
             dependent_id_key=_id_key(),
         )
 

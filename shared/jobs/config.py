@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from blobsingleton.settings import setting
 
 from shared.jobs.callback_url import CallbackPolicy
+from shared.settings import number_setting, whole_setting
 
 DEFAULT_CONTAINER = "jobs"
 DEFAULT_QUEUE = "job-units"
@@ -37,19 +38,6 @@ DEFAULT_DEFINITIONS_CONTAINER = "job-definitions"
 #: Backoff between callback attempts: BASE * 2**n seconds with jitter, at most CAP.
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
-
-
-def _number(name: str, default: float, minimum: float) -> float:
-    raw = setting(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as error:
-        raise ValueError(f"app setting {name} must be a number, not {raw!r}") from error
-    if value < minimum:
-        raise ValueError(f"app setting {name} must be at least {minimum}, not {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -72,13 +60,13 @@ class JobSettings:
         return cls(
             container=setting("JOBS_CONTAINER", DEFAULT_CONTAINER) or DEFAULT_CONTAINER,
             queue=(setting("JOB_UNITS_QUEUE", DEFAULT_QUEUE) or DEFAULT_QUEUE).lower(),
-            max_units=int(_number("JOB_MAX_UNITS", DEFAULT_MAX_UNITS, 0)),
+            max_units=whole_setting("JOB_MAX_UNITS", DEFAULT_MAX_UNITS, 0),
             handler=setting("JOB_UNIT_HANDLER", DEFAULT_HANDLER) or DEFAULT_HANDLER,
-            stall_seconds=_number("JOB_STALL_SECONDS", 60.0, 0.0),
-            callback_timeout=_number("JOB_CALLBACK_TIMEOUT", 10.0, 0.1),
-            callback_attempts=int(_number("JOB_CALLBACK_ATTEMPTS", 5, 1)),
-            callback_deadline=_number("JOB_CALLBACK_DEADLINE", 60.0, 0.1),
-            give_up_seconds=_number("JOB_CALLBACK_GIVE_UP_HOURS", 24.0, 0.0) * 3600.0,
+            stall_seconds=number_setting("JOB_STALL_SECONDS", 60.0, 0.0),
+            callback_timeout=number_setting("JOB_CALLBACK_TIMEOUT", 10.0, 0.1),
+            callback_attempts=whole_setting("JOB_CALLBACK_ATTEMPTS", 5, 1),
+            callback_deadline=number_setting("JOB_CALLBACK_DEADLINE", 60.0, 0.1),
+            give_up_seconds=number_setting("JOB_CALLBACK_GIVE_UP_HOURS", 24.0, 0.0) * 3600.0,
             callback_policy=CallbackPolicy.from_env(),
             definitions_container=setting("JOB_DEFINITIONS_CONTAINER")
             or DEFAULT_DEFINITIONS_CONTAINER,

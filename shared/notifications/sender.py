@@ -43,6 +43,7 @@ from shared.notifications.errors import PermanentEmailError, TransientEmailError
 from shared.notifications.mail import Sender, mail_body
 from shared.notifications.message import Notification
 from shared.notifications.outbox import outbox_container, write_outbox
+from shared.settings import number_setting, whole_setting
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -114,19 +115,6 @@ class EmailSender(Protocol):
 # -- SendGrid --------------------------------------------------------------------------------
 
 
-def _float_setting(name: str, default: float, *, minimum: float) -> float:
-    raw = settings.setting(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"app setting {name} must be a number") from None
-    if not value >= minimum:
-        raise ValueError(f"app setting {name} must be at least {minimum}")
-    return value
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """How SendGridSender retries: attempts in all, and the exponential backoff between them."""
@@ -145,10 +133,10 @@ class RetryPolicy:
     @classmethod
     def from_settings(cls) -> RetryPolicy:
         return cls(
-            max_attempts=int(_float_setting("EMAIL_MAX_ATTEMPTS", 4, minimum=1)),
-            base_delay=_float_setting("EMAIL_BACKOFF_BASE_SECONDS", 1.0, minimum=0),
-            max_delay=_float_setting("EMAIL_BACKOFF_MAX_SECONDS", 30.0, minimum=0),
-            retry_after_cap=_float_setting("EMAIL_RETRY_AFTER_CAP_SECONDS", 60.0, minimum=0),
+            max_attempts=whole_setting("EMAIL_MAX_ATTEMPTS", 4, 1),
+            base_delay=number_setting("EMAIL_BACKOFF_BASE_SECONDS", 1.0, 0),
+            max_delay=number_setting("EMAIL_BACKOFF_MAX_SECONDS", 30.0, 0),
+            retry_after_cap=number_setting("EMAIL_RETRY_AFTER_CAP_SECONDS", 60.0, 0),
         )
 
     def backoff(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
@@ -348,6 +336,6 @@ def _sender(_values: tuple[str | None, ...]) -> EmailSender:
             Sender(settings.require("EMAIL_FROM"), name),
             host=settings.setting("SENDGRID_HOST"),
             retry=RetryPolicy.from_settings(),
-            timeout=_float_setting("SENDGRID_TIMEOUT_SECONDS", 10.0, minimum=0.1),
+            timeout=number_setting("SENDGRID_TIMEOUT_SECONDS", 10.0, 0.1),
         )
     return OutboxSender(Sender(settings.setting("EMAIL_FROM", OUTBOX_DEFAULT_FROM) or "", name))

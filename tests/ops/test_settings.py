@@ -3,7 +3,7 @@ local.settings.sample.json and in the settings table of docs/settings.md, and no
 
 "The code" is the deployed app: function_app.py, functions/, shared/ and the library. A
 setting is read where a string literal is passed to a settings reader (`setting`, `require`,
-`_number`, `from_settings`, a `connection=` argument...), named in a `("NAME", "default")`
+`number_setting`, `from_settings`, a `connection=` argument...), named in a `("NAME", "default")`
 convention, or bound as `%NAME%` in a trigger.
 """
 
@@ -21,10 +21,8 @@ SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
 READERS = {
     "setting",
     "require",
-    "_number",
-    "_whole",
-    "_setting_number",
-    "_float_setting",
+    "number_setting",
+    "whole_setting",
     "from_settings",
     "getenv",
     "get",
@@ -142,7 +140,7 @@ def documented_settings() -> set[str]:
 
 def test_the_scan_finds_settings_of_every_kind() -> None:
     code = settings_read_by_the_code()
-    # one of each way of reading: setting(), _number(), ("NAME", default), %NAME%, connection
+    # one of each way of reading: setting(), whole_setting(), ("NAME", default), %NAME%, connection
     assert {"IMPORTS_CONTAINER", "JOB_MAX_UNITS", "LEASE_CONTAINER", "IMPORT_SCHEDULE",
             "AzureWebJobsStorage", "EMAIL_FROM"} <= code  # fmt: skip
 
