@@ -457,24 +457,17 @@ class QueueListener:
                 if receipt.pop_receipt:  # an update always answers with a new receipt
                     delivery.pop_receipt = receipt.pop_receipt
                 delivery.renewed_at = time.monotonic()
-            except HttpResponseError as error:
-                if not taken_by_another_delivery(error):
+            except Exception as error:
+                if isinstance(error, HttpResponseError) and taken_by_another_delivery(error):
+                    delivery.renewal_lost = True
                     log.warning(
-                        "%s: renewing visibility of message %s failed: %r",
+                        "%s: message %s is no longer ours to renew (its pop receipt does not "
+                        "match: another delivery took it, or a renewal landed and its answer "
+                        "was lost); not renewing it again, it reappears when its visibility ends",
                         self.function.name,
                         delivery.message.id,
-                        error,
                     )
                     return
-                delivery.renewal_lost = True
-                log.warning(
-                    "%s: message %s is no longer ours to renew (its pop receipt does not "
-                    "match: another delivery took it, or a renewal landed and its answer was "
-                    "lost); not renewing it again, it reappears when its visibility ends",
-                    self.function.name,
-                    delivery.message.id,
-                )
-            except Exception as error:
                 log.warning(
                     "%s: renewing visibility of message %s failed: %r",
                     self.function.name,
