@@ -20,7 +20,9 @@ from typing import Any
 log = logging.getLogger("blobsingleton")
 
 #: The worker's dispatcher module: worker 4.x (Python 3.7-3.12) first, then the proxy worker
-#: of Python 3.13+, whose `get_current_invocation_id` has the same name and contract.
+#: of Python 3.13+, whose `get_current_invocation_id` has the same name but answers the last
+#: invocation the process received before the task's or thread's (workers/proxy_worker/
+#: dispatcher.py): what it ships records with, so what they should say.
 DISPATCHER_MODULES = ("azure_functions_worker.dispatcher", "proxy_worker.dispatcher")
 
 
