@@ -6,7 +6,17 @@ function key or the admin (master) key, authLevel admin only the admin key.
 
 Request bodies: as the host's Kestrel server, a `Content-Length` over the limit is answered
 413 before the body is read (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT, bytes; the host's default is
-100 MB), and the connection is closed.
+100 MB), and the connection is closed; a chunked body is read up to that limit, then refused
+the same way. Framing is checked first, as Azure's front end and RFC 9112 do, and every
+refusal closes the connection (what follows the headers cannot be told from the next request):
+- a `Content-Length` that is not one field of decimal digits (`-1`, `abc`, `1e3`, two fields)
+  is 400 Bad Request (RFC 9112 section 6.3: "the server MUST respond with a 400 (Bad Request)
+  status code and then close the connection"); so is a `Transfer-Encoding` whose last coding
+  is not `chunked`, or a malformed chunk;
+- a POST or PUT with neither `Content-Length` nor chunked encoding is 411 Length Required, as
+  the front end of *.azurewebsites.net answers it ("HTTP Error 411. The request must be
+  chunked or have a content length.", HTTP.sys's page, quoted from a function app in
+  MicrosoftDocs/azure-docs#58216); other methods without either have no body (RFC 9112 6.3).
 """
 
 from __future__ import annotations
@@ -93,6 +103,70 @@ def body_limit() -> int:
         return int(raw)
     except ValueError:
         return DEFAULT_BODY_LIMIT  # the host ignores a value it cannot parse
+
+
+class FramingError(ValueError):
+    """A request whose body cannot be read as sent: answered `status`, connection closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_DIGITS = re.compile(r"[0-9]+")
+#: Methods whose requests HTTP.sys (Azure's front end) refuses without a length: 411.
+LENGTH_REQUIRED = frozenset({"POST", "PUT"})
+
+
+def read_body(handler: BaseHTTPRequestHandler, method: str, limit: int) -> bytes:
+    """The request's body, read as its headers frame it (module docstring), at most `limit`
+    bytes; a request framed wrongly, or over the limit, raises FramingError unread."""
+    codings = [c.strip().lower() for v in handler.headers.get_all("Transfer-Encoding") or []
+               for c in v.split(",") if c.strip()]  # fmt: skip
+    lengths = handler.headers.get_all("Content-Length") or []
+    if codings:
+        if codings[-1] != "chunked":
+            raise FramingError(400, "the last Transfer-Encoding is not chunked")
+        if lengths:  # RFC 9112 6.1: Transfer-Encoding wins; the connection is not reused
+            handler.close_connection = True
+        return _read_chunked(handler.rfile, limit)
+    if not lengths:
+        if method in LENGTH_REQUIRED:
+            raise FramingError(411, "the request must be chunked or have a content length")
+        return b""
+    digits = lengths[0].strip()
+    if len(lengths) > 1 or not _DIGITS.fullmatch(digits):
+        raise FramingError(400, "invalid Content-Length")
+    length = int(digits) if len(digits) <= 18 else limit + 1  # past any limit: not parsed
+    if length > limit:
+        raise FramingError(413, f"Content-Length {length} over {limit}")
+    return handler.rfile.read(length) if length else b""  # always read: keep-alive
+
+
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?")
+
+
+def _read_chunked(stream: Any, limit: int) -> bytes:
+    """A chunked body (RFC 9112 section 7.1), refused (413) once it passes `limit` bytes."""
+    body = bytearray()
+    while True:
+        line = stream.readline(1024).rstrip(b"\r\n")
+        size = _CHUNK_SIZE.fullmatch(line)
+        if size is None:
+            raise FramingError(400, "invalid chunk size")
+        length = int(size.group(1), 16)
+        if length == 0:
+            break
+        if len(body) + length > limit:
+            raise FramingError(413, f"chunked body over {limit}")
+        chunk = stream.read(length)
+        if len(chunk) != length or stream.read(2) != b"\r\n":
+            raise FramingError(400, "chunk shorter than its size")
+        body += chunk
+    for _ in range(100):  # trailer fields, up to the empty line
+        if stream.readline(8192) in (b"\r\n", b"\n", b""):
+            return bytes(body)
+    raise FramingError(400, "too many trailer fields")
 
 
 def to_response(result: Any) -> tuple[int, dict[str, str], bytes]:
@@ -184,13 +258,16 @@ class HttpHost:
         method = handler.command.upper()
         split = urlsplit(handler.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
-        length = int(handler.headers.get("Content-Length") or 0)
-        if length > self.body_limit:  # as Kestrel: refused unread, the connection closed
-            log.info("413 %s %s: Content-Length %d over %d", method, split.path, length,
-                     self.body_limit)  # fmt: skip
+        try:
+            body = read_body(handler, method, self.body_limit)
+        except FramingError as refused:
+            log.info("%d %s %s: %s", refused.status, method, split.path, refused)
             handler.close_connection = True
-            return _send(handler, 413, {"Connection": "close"}, b"")
-        body = handler.rfile.read(length) if length else b""  # always read: keep-alive
+            headers = {"Connection": "close"}
+            if refused.status == 413:  # as Kestrel: no body
+                return _send(handler, 413, headers, b"")
+            return _send(handler, refused.status, {**headers, "Content-Type": "application/json"},
+                         json.dumps({"error": str(refused)}).encode())  # fmt: skip
         candidates = self.match(split.path)
         if not candidates:
             return _reply(handler, 404, {"error": "no function matches this route"})

@@ -1,14 +1,23 @@
 """Invoke user functions the way Microsoft's Python worker does, so what fails there fails here.
 
-Facts taken from the worker's source (Azure/azure-functions-python-worker, `dispatcher.py`,
-`functions.py`, `bindings/`), not its code:
+Facts taken from the worker's source (Azure/azure-functions-python-worker 4.34.0, the worker
+of Python 3.7-3.12: `dispatcher.py`, `functions.py`, `bindings/`), not its code:
 - sync functions run in one ThreadPoolExecutor per worker process, sized by
   PYTHON_THREADPOOL_THREAD_COUNT (unset or invalid: Python's own default on 3.9+);
   async functions run on the worker's one long-lived event loop;
-- the invocation id is tied to the running task (a task attribute inherited by tasks it
-  creates) and to a thread-local set in the executor thread for the call; a record logged from
-  any other thread (`asyncio.to_thread`, a thread the function starts) carries none, unless the
-  code sets `context.thread_local_storage.invocation_id` itself;
+- the invocation id (dispatcher.py): the loop's tasks are `ContextEnabledTask`s (l. 178-180),
+  which inherit the `__azure_function_invocation_id__` attribute of the task that creates
+  them (l. 1079-1098); the invocation's task gets the id (l. 594-596), the thread-local
+  `_invocation_id_local` (every `context.thread_local_storage`) gets it on the loop's thread,
+  never cleared there (l. 656), and `_run_sync_func` sets it in the executor thread for the
+  call and clears it after (l. 994-1004). A record's id is `get_current_invocation_id()` at
+  emit time: the running task's attribute, else the thread-local (l. 1101-1112, l. 252-254).
+  So a record logged from any other thread (`asyncio.to_thread`, a thread the function
+  starts) carries none, unless the code sets `context.thread_local_storage.invocation_id`
+  itself. In the worker's process that module is `azure_functions_worker.dispatcher`; devhost
+  puts its own equivalent under that name (`WORKER_DISPATCHER`) when the real one is not
+  installed, so code that reads the id the worker's way (blobsingleton's `_azure_worker`)
+  reads devhost's;
 - after the call, a function without a `$return` binding that returned anything but None fails
   with the worker's RuntimeError; with a `$return` binding the value is encoded by the binding's
   converter (`http`: HttpResponse or str, anything else is a TypeError);
@@ -25,12 +34,17 @@ Facts taken from the worker's source (Azure/azure-functions-python-worker, `disp
   exception is logged (logger `azure_functions_worker.extension.<name>`) and the chain goes
   on. `func_args` is the function's keyword arguments (with `context` when it takes one). At
   load, `post_function_load` and `post_function_load_app_level(name, directory)` run.
-- OpenTelemetry (`otel.py`, `dispatcher.py`): with PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY
-  true-like the worker calls `configure_azure_monitor()` before it loads the app (a failure is
-  logged, not raised: `configure_worker_telemetry`); with it or PYTHON_ENABLE_OPENTELEMETRY,
-  each invocation runs in the context of the host's `traceparent`, so the app's spans are
-  children of the host's invocation span (`host_trace_context`). The traceparent devhost
-  sends is sampled, as the host's is when it records its invocation activity.
+- OpenTelemetry (dispatcher.py, docs/telemetry.md): PYTHON_ENABLE_OPENTELEMETRY set to any
+  non-empty value (`get_app_setting` returns the string, `if` tests it: "false" enables it,
+  l. 384-386) makes the worker call `configure_azure_monitor(connection_string=
+  APPLICATIONINSIGHTS_CONNECTION_STRING, logger_name=PYTHON_AZURE_MONITOR_LOGGER_NAME or "")`
+  before it loads the app; a failure (an empty connection string: "Invalid connection
+  string") is logged as "Error initializing Azure monitor distro." and the app loads without
+  it (l. 299-337). Only when that succeeded does each invocation run in the context of the
+  host's `traceparent` (l. 664-666, l. 999-1000, `configure_opentelemetry` l. 905-909), so the
+  app's spans are children of the host's invocation span. Worker 4.34 never reads
+  PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY. The traceparent devhost sends is sampled, as
+  the host's is when it records its invocation activity.
 """
 
 from __future__ import annotations
@@ -38,11 +52,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.util
 import inspect
 import logging
 import os
 import sys
 import threading
+import types
 import typing
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
@@ -57,8 +73,9 @@ log = logging.getLogger("devhost.invocation")
 
 THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
 EXTENSIONS_SETTING = "PYTHON_ENABLE_WORKER_EXTENSIONS"
-AZURE_MONITOR_SETTING = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
 OPENTELEMETRY_SETTING = "PYTHON_ENABLE_OPENTELEMETRY"
+CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+LOGGER_NAME_SETTING = "PYTHON_AZURE_MONITOR_LOGGER_NAME"
 
 
 def return_rule_message(function_name: str) -> str:
@@ -125,21 +142,28 @@ def _check_return_annotation(name: str, fn: Callable[..., Any], binding: str) ->
 
 # --- the invocation id, as the worker tracks it ------------------------------------------
 
+#: The worker's module that ties records to invocations, by the name it has in its process.
+WORKER_DISPATCHER = "azure_functions_worker.dispatcher"
+
 _invocation_local = (
     threading.local()
 )  # the worker's one thread-local (context.thread_local_storage)
-_TASK_ATTRIBUTE = "__devhost_invocation_id__"
 
 
 class ContextEnabledTask(asyncio.Task):  # type: ignore[type-arg]
     """A task that inherits the invocation id of the task that created it."""
 
+    AZURE_INVOCATION_ID = "__azure_function_invocation_id__"
+
     def __init__(self, coro: Any, loop: asyncio.AbstractEventLoop, context: Any = None) -> None:
         super().__init__(coro, loop=loop, context=context)
         parent = asyncio.current_task(loop)
-        invocation_id = getattr(parent, _TASK_ATTRIBUTE, None) if parent else None
+        invocation_id = getattr(parent, self.AZURE_INVOCATION_ID, None) if parent else None
         if invocation_id is not None:
-            setattr(self, _TASK_ATTRIBUTE, invocation_id)
+            self.set_azure_invocation_id(invocation_id)
+
+    def set_azure_invocation_id(self, invocation_id: str) -> None:
+        setattr(self, self.AZURE_INVOCATION_ID, invocation_id)
 
 
 def current_invocation_id() -> str | None:
@@ -149,11 +173,25 @@ def current_invocation_id() -> str | None:
     except RuntimeError:
         task = None
     if task is not None:
-        invocation_id = getattr(task, _TASK_ATTRIBUTE, None)
+        invocation_id = getattr(task, ContextEnabledTask.AZURE_INVOCATION_ID, None)
         if invocation_id is not None:
             return str(invocation_id)
     value = getattr(_invocation_local, "invocation_id", None)
     return str(value) if value else None
+
+
+def install_dispatcher() -> None:
+    """Put devhost's id machinery where the worker's is in its process (WORKER_DISPATCHER),
+    unless the worker itself is installed."""
+    if WORKER_DISPATCHER in sys.modules or importlib.util.find_spec(
+        WORKER_DISPATCHER.split(".")[0]
+    ):
+        return
+    module = types.ModuleType(WORKER_DISPATCHER, "devhost's stand-in: devhost.invocation")
+    module.ContextEnabledTask = ContextEnabledTask  # type: ignore[attr-defined]
+    module.get_current_invocation_id = current_invocation_id  # type: ignore[attr-defined]
+    module._invocation_id_local = _invocation_local  # type: ignore[attr-defined]
+    sys.modules[WORKER_DISPATCHER] = module
 
 
 _function_names: dict[str, str] = {}  # invocation id -> function name, while it runs
@@ -304,25 +342,34 @@ def run_invocation_hooks(
                 ext_logger.error(error, exc_info=True)
 
 
-def _true_like(name: str) -> bool:
-    """An app setting as the worker's `is_envvar_true` reads it."""
-    return os.environ.get(name, "").strip().lower() in _TRUE_LIKE
+def opentelemetry_enabled(environ: Any = None) -> bool:
+    """Worker 4.34's test of PYTHON_ENABLE_OPENTELEMETRY (dispatcher.py l. 384-385, with
+    `get_app_setting`, utils/common.py l. 74-82): the raw string, or False when unset, in an
+    `if`. Any non-empty value enables it, "false" and "0" included; unset or "" does not."""
+    return bool((os.environ if environ is None else environ).get(OPENTELEMETRY_SETTING))
+
+
+_azure_monitor_available = False  # the worker's flag: the distro was configured
 
 
 def configure_worker_telemetry() -> bool:
-    """PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: the worker's `configure_azure_monitor()`
-    before the app loads (APPLICATIONINSIGHTS_CONNECTION_STRING, the logger named by
-    PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME); True when configured. As the worker, a failure
-    is logged and the app loads without it."""
-    if not _true_like(AZURE_MONITOR_SETTING):
+    """What worker 4.34 does at start-up (`initialize_azure_monitor`, dispatcher.py l. 299-337)
+    when `opentelemetry_enabled()`: `configure_azure_monitor()` with
+    APPLICATIONINSIGHTS_CONNECTION_STRING (None when unset, "" when empty) and the logger named
+    by PYTHON_AZURE_MONITOR_LOGGER_NAME (default ""), before the app loads. True when
+    configured; a failure is logged, as the worker logs it, and the app loads without it."""
+    global _azure_monitor_available
+    _azure_monitor_available = False
+    if not opentelemetry_enabled():
         return False
     worker_log = logging.getLogger("azure_functions_worker")
     try:
         from azure.monitor.opentelemetry import configure_azure_monitor
 
+        os.environ.setdefault("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "azure_functions")
         configure_azure_monitor(
-            connection_string=os.environ.get("APPLICATIONINSIGHTS_CONNECTION_STRING"),
-            logger_name=os.environ.get("PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME", ""),
+            connection_string=os.environ.get(CONNECTION_STRING_SETTING),
+            logger_name=os.environ.get(LOGGER_NAME_SETTING, ""),
         )
     except ImportError:
         worker_log.exception("Cannot import Azure Monitor distro.")
@@ -330,13 +377,15 @@ def configure_worker_telemetry() -> bool:
     except Exception:
         worker_log.exception("Error initializing Azure monitor distro.")
         return False
+    _azure_monitor_available = True
     worker_log.info("Successfully configured Azure monitor distro.")
     return True
 
 
 def propagates_trace_context() -> bool:
-    """Whether invocations run in the host's trace context (either OpenTelemetry setting)."""
-    return _true_like(AZURE_MONITOR_SETTING) or _true_like(OPENTELEMETRY_SETTING)
+    """Whether invocations run in the host's trace context: only once the distro is configured
+    (`_azure_monitor_available`, dispatcher.py l. 664-666 and l. 999-1000)."""
+    return _azure_monitor_available
 
 
 @contextlib.contextmanager
@@ -401,6 +450,7 @@ class WorkerRuntime:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.max_workers, thread_name_prefix="worker-sync"
         )
+        install_dispatcher()
         self.loop = asyncio.new_event_loop()
         self.loop.set_task_factory(
             lambda loop, coro, context=None: ContextEnabledTask(coro, loop=loop, context=context)
@@ -438,8 +488,11 @@ class WorkerRuntime:
             max_retry_count=max_retry_count,
         )
         task = asyncio.current_task()
-        setattr(task, _TASK_ATTRIBUTE, context.invocation_id)
+        assert isinstance(task, ContextEnabledTask)
+        task.set_azure_invocation_id(context.invocation_id)
         _function_names[context.invocation_id] = contract.name
+        # As the worker: the loop thread's too, and never cleared there (dispatcher.py l. 656).
+        context.thread_local_storage.invocation_id = context.invocation_id
         args = dict(arguments)
         if contract.requires_context:
             args["context"] = context

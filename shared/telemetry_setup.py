@@ -9,7 +9,7 @@ every span and metric stays the API's no-op.
                                             own OTEL_* settings (headers, service name...)
 
 Both set: both get everything. When the Python worker already configured the distro
-(PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true: it does so before it loads the app), the
+(PYTHON_ENABLE_OPENTELEMETRY non-empty: it does so before it loads the app), the
 SDK it installed is kept (a second `configure_azure_monitor()` would export everything twice)
 and an OTLP endpoint is added to it. Configured here, the distro sends spans and metrics, not
 log records (OTEL_LOGS_EXPORTER=none unless set): the host forwards the worker's logs already.
@@ -81,7 +81,7 @@ def configure_telemetry() -> str:
         name = OTLP_ENDPOINT if otlp else APP_INSIGHTS
         raise _needs("the OpenTelemetry SDK and OTLP exporter", name, error) from error
     installed = trace.get_tracer_provider()
-    if isinstance(installed, tracer_provider):  # the worker's (PYTHON_APPLICATIONINSIGHTS_...)
+    if isinstance(installed, tracer_provider):  # the worker's (PYTHON_ENABLE_OPENTELEMETRY)
         if exporting is not None:
             installed.add_span_processor(exporting[0])
             meters = metrics.get_meter_provider()

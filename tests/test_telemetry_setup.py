@@ -21,7 +21,7 @@ pytestmark = pytest.mark.services  # child processes
 
 KEY = "00000000-0000-0000-0000-000000000001"  # an instrumentation key of no resource
 TELEMETRY_SETTINGS = ("APPLICATIONINSIGHTS_CONNECTION_STRING", "OTEL_EXPORTER_OTLP_ENDPOINT",
-                      "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY")  # fmt: skip
+                      "PYTHON_ENABLE_OPENTELEMETRY")  # fmt: skip
 
 START = """
 import json, sys
@@ -178,7 +178,7 @@ def _ndjson(body: bytes) -> list[str]:
 
 
 def test_the_workers_sdk_is_kept_and_not_configured_twice() -> None:
-    """PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: the worker configured the distro before
+    """PYTHON_ENABLE_OPENTELEMETRY non-empty: the worker configured the distro before
     it imported the app (stood for here by an SDK provider installed first)."""
     worker = (
         "from opentelemetry import trace\n"

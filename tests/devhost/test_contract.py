@@ -423,12 +423,14 @@ def test_an_undecodable_metadata_override_uses_every_attempt_as_on_azure(
     assert records.where(function="sample_queue") == []  # the function never ran
 
 
-def test_the_workers_opentelemetry_settings_run_invocations_in_the_hosts_trace(
+def test_invocations_run_in_the_hosts_trace_once_the_workers_distro_is_configured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """PYTHON_ENABLE_OPENTELEMETRY (or PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY): the
-    current span context is the host's traceparent, in the thread (sync) or task (async)
-    that runs the function; without either, there is none."""
+    """Worker 4.34 (devhost/invocation.py): once it configured the Azure Monitor distro
+    (PYTHON_ENABLE_OPENTELEMETRY non-empty, and a valid connection string), the current span
+    context is the host's traceparent, in the thread (sync) or task (async) that runs the
+    function; without it (unset, or the distro failed), there is none, whatever the settings
+    say."""
     from opentelemetry import trace
 
     seen: list[tuple[str, str]] = []
@@ -443,19 +445,16 @@ def test_the_workers_opentelemetry_settings_run_invocations_in_the_hosts_trace(
     async def async_fn(context: func.Context) -> None:
         current(context)
 
-    names = ("PYTHON_ENABLE_OPENTELEMETRY", "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY")
+    monkeypatch.setenv("PYTHON_ENABLE_OPENTELEMETRY", "true")
     runtime = WorkerRuntime(1)
     try:
-        for setting in (*names, None):
-            for name in names:
-                monkeypatch.delenv(name, raising=False)
-            if setting:
-                monkeypatch.setenv(setting, "true")
+        for configured in (True, False):
+            monkeypatch.setattr(invocation, "_azure_monitor_available", configured)
             for fn in (sync_fn, async_fn):
                 runtime.call(invocation.FunctionContract.of(fn.__name__, fn, []), fn, {})
     finally:
         runtime.close()
     hosts = [host for host, _ in seen]
-    assert len(set(hosts)) == 6  # a traceparent of its own per invocation
-    assert [ours == host for host, ours in seen] == [True] * 4 + [False] * 2
-    assert {ours for _, ours in seen[4:]} == {"0" * 32}  # no context: the invalid span
+    assert len(set(hosts)) == 4  # a traceparent of its own per invocation
+    assert [ours == host for host, ours in seen] == [True] * 2 + [False] * 2
+    assert {ours for _, ours in seen[2:]} == {"0" * 32}  # no context: the invalid span

@@ -38,8 +38,8 @@ PLATFORM = {
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
 #: belong (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost
 #: honours).
-#: The Python worker's OpenTelemetry switches (docs/telemetry.md), which devhost honours.
-WORKER_TELEMETRY = {"PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY", "PYTHON_ENABLE_OPENTELEMETRY"}
+#: The Python worker's OpenTelemetry switch (docs/telemetry.md), which devhost honours.
+WORKER_TELEMETRY = {"PYTHON_ENABLE_OPENTELEMETRY"}
 HOST_ONLY = {
     "template": {"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"},
     "sample": {

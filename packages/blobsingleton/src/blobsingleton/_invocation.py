@@ -12,15 +12,35 @@ import logging
 import threading
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from blobsingleton import _azure_worker
 
 T = TypeVar("T")
 
 log = logging.getLogger("blobsingleton")
 
-_context: contextvars.ContextVar[Any] = contextvars.ContextVar(
-    "blobsingleton_invocation_context", default=None
+
+@dataclass(frozen=True)
+class _Invocation:
+    """The worker's invocation a guarded call runs for, as its threads need it."""
+
+    invocation_id: str
+    storage: Any  # the worker's thread-local (`context.thread_local_storage`), or None
+
+
+_current: contextvars.ContextVar[_Invocation | None] = contextvars.ContextVar(
+    "blobsingleton_invocation", default=None
 )
+
+
+def current_invocation_id() -> str | None:
+    """The id the host and worker give the invocation this code runs for: the one a guard
+    entered with (its threads inherit it), else the worker's own lookup here; None outside
+    a worker's invocation."""
+    current = _current.get()
+    return current.invocation_id if current else _azure_worker.current_invocation_id()
 
 
 def _sync_entry(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,16 +79,22 @@ def entry_point(wrapper: Callable[..., Any], fn: Callable[..., Any]) -> Callable
 
 @contextlib.contextmanager
 def invocation_scope(kwargs: dict[str, Any]) -> Iterator[None]:
-    """Remember the worker's `context` (when the function takes one) for threads started here."""
+    """Remember the worker's invocation (its id and thread-local) for the threads the library
+    starts: `context`'s when the function takes one, else what the worker says here, in the
+    thread or task it runs the function in (`_azure_worker`)."""
     context = kwargs.get("context")
-    if getattr(context, "thread_local_storage", None) is None:
+    invocation_id = str(getattr(context, "invocation_id", "") or "") or current_invocation_id()
+    if not invocation_id:  # no worker, no `context`: nothing to tie records to
         yield
         return
-    token = _context.set(context)
+    storage = getattr(context, "thread_local_storage", None)
+    if storage is None:
+        storage = _azure_worker.thread_local_storage()
+    token = _current.set(_Invocation(invocation_id, storage))
     try:
         yield
     finally:
-        _context.reset(token)
+        _current.reset(token)
 
 
 def in_thread(fn: Callable[..., T]) -> Callable[..., T]:
@@ -76,11 +102,11 @@ def in_thread(fn: Callable[..., T]) -> Callable[..., T]:
     logging looks for it."""
 
     def run(*args: Any, **kwargs: Any) -> T:
-        context = _context.get()
-        storage = getattr(context, "thread_local_storage", None)
-        if storage is None or getattr(storage, "invocation_id", None):
+        current = _current.get()
+        storage = current.storage if current else None
+        if current is None or storage is None or getattr(storage, "invocation_id", None):
             return fn(*args, **kwargs)
-        storage.invocation_id = context.invocation_id
+        storage.invocation_id = current.invocation_id
         try:
             return fn(*args, **kwargs)
         finally:

@@ -25,7 +25,7 @@ from blobsingleton._busy import (
     guarded,
 )
 from blobsingleton._connection import StorageAccount
-from blobsingleton._invocation import off_loop
+from blobsingleton._invocation import current_invocation_id, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
 from blobsingleton._owner import Owner
@@ -224,6 +224,7 @@ def singleton(
 
 
 def _invocation_id(kwargs: dict[str, Any]) -> str:
-    """The host's invocation id when the function takes a `context`, else a fresh one."""
+    """The host's invocation id (from `context`, or the worker's, with or without `context`:
+    `_invocation.invocation_scope`), else, outside a worker, a fresh one."""
     context = kwargs.get("context")
-    return str(getattr(context, "invocation_id", "") or uuid.uuid4())
+    return str(getattr(context, "invocation_id", "") or current_invocation_id() or uuid.uuid4())

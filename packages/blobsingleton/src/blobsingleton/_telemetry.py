@@ -15,6 +15,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from blobsingleton._invocation import current_invocation_id
 from blobsingleton._owner import instance_id
 from blobsingleton.errors import LeaseLost, PayloadMismatch, RunLost
 
@@ -31,10 +32,13 @@ _KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
     """Log event `kind` (one of `KINDS`, or an app's own: lower-case letters, digits, '_') with
-    `dims` (key, instance, function, invocation_id, token, duration_s...). `warning`: log at
-    WARNING rather than INFO (default: as the library logs its kinds; INFO for others)."""
+    `dims` (key, instance, function, invocation_id, token, duration_s...); `invocation_id`
+    defaults to the worker's id of the current invocation. `warning`: log at WARNING rather
+    than INFO (default: as the library logs its kinds; INFO for others)."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"an event kind is lower-case letters, digits and '_', not {kind!r}")
+    if dims.get("invocation_id") is None:  # the worker's id for the invocation, if any
+        dims["invocation_id"] = current_invocation_id()
     values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
     if isinstance(values.get("duration_s"), float):
         values["duration_s"] = round(values["duration_s"], 3)
