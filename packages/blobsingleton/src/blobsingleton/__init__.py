@@ -24,6 +24,7 @@ from blobsingleton._busy import Busy
 from blobsingleton._connection import StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
+from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._shutdown import release_all as _release_all
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
@@ -42,7 +43,7 @@ __version__ = "0.4.0"
 atexit.register(_release_all)
 
 __all__ = [
-    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseTimeout",
-    "Mode", "PayloadMismatch", "RunLost", "StorageAccount", "__version__", "current_lease",
-    "current_run", "once", "singleton",
+    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseSemaphore",
+    "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "StorageAccount", "__version__",
+    "current_lease", "current_run", "once", "singleton",
 ]  # fmt: skip

@@ -79,10 +79,15 @@ def record_store(
     return found[1]
 
 
-def lease(key: str, **options: Any) -> BaseLease | BlobLease:
-    """The lease a `@singleton` takes: `BlobLease(key, **options)`."""
+def lease(key: str, *, limit: int = 1, **options: Any) -> BaseLease | BlobLease:
+    """The lease a `@singleton` takes: `BlobLease(key, **options)`, or with `limit` above 1 a
+    `LeaseSemaphore` of that many holders."""
     if _backends:
-        return _backends[0].lease(key, **options)
+        return _backends[0].lease(key, limit=limit, **options)
+    if limit > 1:
+        from blobsingleton._semaphore import LeaseSemaphore
+
+        return LeaseSemaphore(key, limit, **options)
     from blobsingleton._blob_lease import BlobLease
 
     return BlobLease(key, **options)

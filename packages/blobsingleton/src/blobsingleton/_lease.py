@@ -33,6 +33,25 @@ DEFAULT_POLL_INTERVAL = 1.0
 CLOCK_MARGIN = 0.5
 
 
+#: Between a key's blob name and a slot's number. '@' is never in an encoded key, so a slot's
+#: blob never meets another key's.
+SLOT_MARK = "@slot"
+#: The most holders of one key (`limit`): every attempt of a waiter at the head of the line may ask
+#: each of them (one request a slot).
+MAX_LIMIT = 64
+
+
+def check_limit(limit: object) -> int:
+    """`limit` if it is a whole number of holders from 1 to `MAX_LIMIT`; `ValueError` else."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
+    return limit
+
+
+def slot_name(lock_blob_name: str, slot: int) -> str:
+    return f"{lock_blob_name}{SLOT_MARK}{slot}"
+
+
 def paced(
     key: str,
     clock: Callable[[], float],

@@ -27,7 +27,7 @@ from blobsingleton._busy import (
 from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import current_invocation_id, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
-from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
@@ -148,6 +148,7 @@ def singleton(
     period: float = ..., queue: str | None = ..., defer_seconds: float | None = ...,
     schedule: str | None = ..., container: ContainerClient | None = ...,
     storage: StorageAccount | None = ..., fair: bool | None = ..., namespace: str | None = ...,
+    limit: int = ...,
 ) -> Guarded: ...  # fmt: skip
 @overload
 def singleton(
@@ -155,7 +156,7 @@ def singleton(
     wait_timeout: float = ..., period: float = ..., queue: str | None = ...,
     defer_seconds: float | None = ..., schedule: str | None = ...,
     container: ContainerClient | None = ..., storage: StorageAccount | None = ...,
-    fair: bool | None = ..., namespace: str | None = ...,
+    fair: bool | None = ..., namespace: str | None = ..., limit: int = ...,
 ) -> MaybeSkipped: ...  # fmt: skip
 def singleton(
     key: str | Sequence[str],
@@ -172,6 +173,7 @@ def singleton(
     storage: StorageAccount | None = None,
     fair: bool | None = None,
     namespace: str | None = None,
+    limit: int = 1,
 ) -> Guarded | MaybeSkipped:
     """Run the function only while holding the lease of `key`, a key template, or of several
     (taken in blob-name order, so functions sharing keys never wait on each other in a cycle).
@@ -185,9 +187,10 @@ def singleton(
     in a row at most), for one more request per invocation. `schedule`: a timer's schedule,
     for `{occurrence}` keys. `container` or `storage`: where the locks live (default:
     AzureWebJobsStorage, `locks`). `namespace`: whose keys (default: app setting
-    BLOBSINGLETON_NAMESPACE, else the host id). A lease lost mid-run is logged and raised as
-    `LeaseLost` after the function returns. Async functions never block the loop; cancelled,
-    they release (or never take) the lease."""
+    BLOBSINGLETON_NAMESPACE, else the host id). `limit`: up to this many invocations hold a
+    key at once (a `LeaseSemaphore`: a slot each, with its own fencing token). A lease lost
+    mid-run is logged and raised as `LeaseLost` after the function returns. Async functions
+    never block the loop; cancelled, they release (or never take) the lease."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     templates = [key] if isinstance(key, str) else list(key)
@@ -196,6 +199,7 @@ def singleton(
     delay = defer_seconds if defer_seconds is not None else period
     busy = BusyHandling(on_busy, queue, delay, storage)
     in_line = on_busy == Busy.WAIT if fair is None else fair
+    check_limit(limit)
 
     def decorate(fn: F) -> F:
         if getattr(fn, MARK, False):
@@ -211,7 +215,9 @@ def singleton(
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
             leases = [
-                _defaults.lease(resolved, period=period, owner=owner, fair=in_line, **where)
+                _defaults.lease(
+                    resolved, limit=limit, period=period, owner=owner, fair=in_line, **where
+                )
                 for resolved in sorted(keys, key=encode_key)
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)

@@ -36,7 +36,7 @@ from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
-from blobsingleton._lease import MAX_PERIOD
+from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
 from blobsingleton._line import WaitingLine
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
@@ -129,9 +129,13 @@ def _listing(
 
 
 def _key_of(name: str, namespace: str) -> tuple[str | None, str] | None:
-    """(scope, key) of a blob name in `namespace`; None for a line entry or a ticket blob."""
+    """(scope, key) of a blob name in `namespace` (a `LeaseSemaphore`'s slot names its key);
+    None for a line entry or a ticket blob."""
     rest = name.removeprefix(f"{namespace}/")
     segment, _, encoded = rest.rpartition("/")
+    encoded, mark, slot = encoded.partition(SLOT_MARK)
+    if mark and not slot.isdigit():
+        return None
     scope = segment.removeprefix("@") if segment.startswith("@") else None
     if rest == name or (segment and (scope is None or not _SCOPE.fullmatch(scope))):
         return None
@@ -146,6 +150,7 @@ def _prefix(namespace: str, scope: str | None) -> str:
 
 
 def _lock_item(scope: str | None, key: str, props: Any) -> dict[str, Any]:
+    _, mark, slot = props.name.rpartition("/")[2].partition(SLOT_MARK)
     token = int(props.page_blob_sequence_number or 0)
     owner = Owner.from_metadata(props.metadata or {})
     held = props.lease.state == "leased"
@@ -153,6 +158,7 @@ def _lock_item(scope: str | None, key: str, props: Any) -> dict[str, Any]:
     return {
         "key": key,
         "scope": scope,
+        "slot": int(slot) if mark else None,
         "held": held,
         "lease_state": str(props.lease.state),
         "token": token,
@@ -173,20 +179,24 @@ def list_locks(
     namespace: str | None = None,
 ) -> Page:
     """One page of locks, held or free, whose key starts with `prefix`: `limit` items from
-    `marker` (a previous page's `next`). `waiting`: live fair waiters in the key's line. The
+    `marker` (a previous page's `next`). `waiting`: live fair waiters in the key's line;
+    `slot`: which slot of a `LeaseSemaphore` (`limit` above 1) the item is, else None. The
     holder shows once it published its owner record (at its first renewal, or at acquire with
     `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
-    (15-60 s) past its last renewal. One listing, plus one per held lock for `waiting`."""
+    (15-60 s) past its last renewal. One listing, plus one per held key for `waiting`."""
     locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
     )
     items = [_lock_item(scope, key, blob) for scope, key, blob in found]
-    for item in items:  # fair waiters in line: one listing per held lock (a free one has none)
-        name = blob_name(_prefix(ns, item["scope"]), item["key"])
-        line = WaitingLine(locks, name, item["key"], MAX_PERIOD)
-        item["waiting"] = len(line.live()) if item["held"] else 0
+    waiting: dict[tuple[str | None, str], int] = {}
+    for item in items:  # fair waiters in line: one listing per held key (a free one has none)
+        held_key = (item["scope"], item["key"])
+        if item["held"] and held_key not in waiting:
+            name = blob_name(_prefix(ns, item["scope"]), item["key"])
+            waiting[held_key] = len(WaitingLine(locks, name, item["key"], MAX_PERIOD).live())
+        item["waiting"] = waiting.get(held_key, 0) if item["held"] else 0
     return Page(items, following, ns)
 
 
@@ -257,15 +267,18 @@ def break_lock(
     scope: str | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
+    slot: int | None = None,
 ) -> dict[str, Any]:
     """Break the lease on `key` now (audited); its holder sees the loss at its next renewal.
-    Returns the token now: the next holder's is higher, so a store that checks tokens refuses
-    the old holder's writes."""
+    `slot`: which slot of a `LeaseSemaphore` (as `list_locks` shows it). Returns the token now:
+    the next holder's is higher, so a store that checks tokens refuses the old holder's
+    writes."""
     validate_key(key)
     reason = validate_reason(reason)
     locks = _defaults.container(None, _defaults.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
-    blob = locks.get_blob_client(blob_name(_prefix(ns, scope), key))
+    name = blob_name(_prefix(ns, scope), key)
+    blob = locks.get_blob_client(name if slot is None else slot_name(name, slot))
     try:
         before = blob.get_blob_properties()
     except HttpResponseError as error:
@@ -337,7 +350,7 @@ def default_operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} (cli)"
 
 
-LOCK_COLUMNS = ("key", "scope", "held", "token", "instance", "function", "invocation_id",
+LOCK_COLUMNS = ("key", "scope", "slot", "held", "token", "instance", "function", "invocation_id",
                 "since", "waiting")  # fmt: skip
 RUN_COLUMNS = ("key", "scope", "state", "attempt", "owner", "started", "expires")
 
@@ -379,6 +392,9 @@ def build_parser(
         command.add_argument("--by", default=None, help="who (default: user@host)")
         command.add_argument("--json", action="store_true")
         add_namespace_argument(command)
+    commands.choices["break"].add_argument(
+        "--slot", type=int, default=None, help="which slot of a limit=N key, as listings show it"
+    )
     return parser
 
 
@@ -395,7 +411,7 @@ def run_command(
         "runs": lambda: list_runs(
             args.prefix, args.state, args.limit, args.next, outcomes=args.outcomes, **where
         ),
-        "break": lambda: break_lock(args.key, args.reason, by, **scoped),
+        "break": lambda: break_lock(args.key, args.reason, by, slot=args.slot, **scoped),
         "reset": lambda: reset_run(args.key, args.reason, by, **scoped),
     }
     try:

@@ -35,7 +35,7 @@ from typing import Any
 
 from blobsingleton import _defaults
 from blobsingleton._keys import function_scope
-from blobsingleton._lease import DEFAULT_PERIOD, BaseLease
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, slot_name
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
@@ -193,7 +193,9 @@ class MemoryLocks:
 
 class MemoryLease(BaseLease):
     """A `BaseLease` on `MemoryLocks`. Renewal runs in a thread as usual; pass
-    `drive_renewal=True` to renew only when the test calls `renew_now()`."""
+    `drive_renewal=True` to renew only when the test calls `renew_now()`. `limit` above 1: up
+    to that many holders, each on a slot of its own (`{key}@slot{i}` in `locks`), as
+    `LeaseSemaphore`."""
 
     def __init__(
         self,
@@ -202,6 +204,7 @@ class MemoryLease(BaseLease):
         period: float = DEFAULT_PERIOD,
         *,
         drive_renewal: bool = False,
+        limit: int = 1,
         **options: Any,
     ) -> None:
         super().__init__(key, period=period, clock=locks.clock, **options)
@@ -209,16 +212,25 @@ class MemoryLease(BaseLease):
         self.owner: Any = None
         self._drive_renewal = drive_renewal
         self._lease_id = ""
+        self._names = (
+            [key] if check_limit(limit) == 1 else [slot_name(key, i) for i in range(limit)]
+        )
+        self._name = self._names[0]
 
     def _try_acquire(self) -> int | None:
         self._lease_id = str(uuid.uuid4())
-        return self.locks.acquire(self.key, self._lease_id, self.period)
+        for name in self._names:
+            token = self.locks.acquire(name, self._lease_id, self.period)
+            if token is not None:
+                self._name = name
+                return token
+        return None
 
     def _renew(self) -> None:
-        self.locks.renew(self.key, self._lease_id, self.period)
+        self.locks.renew(self._name, self._lease_id, self.period)
 
     def _release(self) -> None:
-        self.locks.release(self.key, self._lease_id)
+        self.locks.release(self._name, self._lease_id)
 
     def _start_renewing(self) -> None:
         if not self._drive_renewal:
@@ -253,9 +265,11 @@ class MemoryBackends:
         return self.scoped.setdefault(function_scope(fn), MemoryRecordStore(self.clock))
 
     def lease(
-        self, key: str, *, period: float = DEFAULT_PERIOD, scope: str | None = None, **_: Any
-    ) -> BaseLease:
-        return MemoryLease(key if scope is None else f"{scope}/{key}", self.locks, period)
+        self, key: str, *, period: float = DEFAULT_PERIOD, scope: str | None = None,
+        limit: int = 1, **_: Any,
+    ) -> BaseLease:  # fmt: skip
+        name = key if scope is None else f"{scope}/{key}"
+        return MemoryLease(name, self.locks, period, limit=limit)
 
     def lock_name(self, fn: Callable[..., Any], key: str) -> str:
         """The name in `locks` of `@singleton` function `fn`'s own lease on `key`."""
