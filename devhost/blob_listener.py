@@ -75,7 +75,9 @@ HOSTS_CONTAINER = "azure-webjobs-hosts"
 POISON_QUEUE = "webjobs-blobtrigger-poison"
 #: BlobsOptions' defaults: maxDequeueCount 5, maxDegreeOfParallelism 8 per processor.
 MAX_DEQUEUE_COUNT = 5
-LISTENER_LEASE_PERIOD = 60.0
+#: Event Grid has no instance to lose; a holder that dies leaves the reporting to another
+#: instance within this lease (a blob lease's shortest, 15 s).
+LISTENER_LEASE_PERIOD = 15.0
 LISTENER_RECOVERY_INTERVAL = 2.0
 POLL_SETTING = "DEVHOST_EVENT_GRID_POLL_INTERVAL"
 DUPLICATES_SETTING = "DEVHOST_EVENT_GRID_DUPLICATES"

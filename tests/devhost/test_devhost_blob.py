@@ -11,6 +11,8 @@ own tests decode: Azure/azure-functions-python-library `tests/test_blob.py`).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 from typing import Any
 
@@ -141,3 +143,40 @@ def test_the_bound_stream_reads_what_the_converter_was_given() -> None:
     stream = bind_blob(b"abc", metadata)
     assert (stream.name, stream.length, stream.uri, stream.read()) == (
         "c/a.txt", 3, "http://h/c/a.txt", b"abc")  # fmt: skip
+
+
+def test_when_the_reporting_instance_dies_another_reports_what_was_written_meanwhile(
+    start_host: Any,
+    blob_settings: dict[str, Any],
+    storage: StorageHelper,
+    records: Records,
+    tmp_path: Any,
+) -> None:
+    """The instance polling for Event Grid is SIGKILLed; a blob written while nobody reports
+    is delivered by the instance that takes the lease over, once, and the one reported before
+    the kill is not reported again (what was reported is kept in storage, not in memory)."""
+    container = blob_settings["SAMPLE_CONTAINER"]
+    log_file = tmp_path / "instances.log"
+    host = start_host(blob_settings, app_module=BLOB_APP, instances=2, log_file=str(log_file))
+    upload(storage, container, "in/one.txt", b"before the kill")
+    wait_for(lambda: records.where(content="before the kill"))
+    key = f"{blob_settings['AzureFunctionsWebHost__hostid']}/sample_blob.EventGrid"
+    holder = next(
+        int(line.split("instance=devhost-")[1].split()[0])
+        for line in log_file.read_text().splitlines()
+        if "event=acquire" in line and f"key={key}" in line
+    )
+    pid = host.pid(holder)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: holder not in host.alive())
+    upload(storage, container, "in/two.txt", b"while nobody reports")
+
+    wait_for(lambda: records.where(content="while nobody reports"), timeout=60)
+    host.wait_quiet(quiet=1.0, timeout=30)
+    host.stop()
+    assert len(records.where(content="while nobody reports")) == 1
+    assert len(records.where(content="before the kill")) == 1
+    assert {r["instance"] for r in records.where(content="while nobody reports")} == {
+        f"devhost-{1 - holder}"
+    }
