@@ -9,8 +9,10 @@ Each test waits on what storage shows (a report completed, a message queued), no
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ from blobsingleton import BlobLease
 
 from devhost.supervisor import HostOptions, Supervisor
 from harness import import_samples as samples
-from shared.imports.arrivals import NotAnArrival, arrival_of
+from shared.imports.arrivals import NotAnArrival, arrival_of, version_of
+from shared.imports.request import ImportRequest, InvalidImportRequest
 from tests.imports.support import ImportsEnv
 from tests.support import AppSettings
 
@@ -29,8 +32,6 @@ FUNCTIONS = ["import_account", "import_arrival"]
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 90.0) -> Any:
     """Poll storage until `predicate()` holds; fails the test after `timeout` s."""
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -217,3 +218,18 @@ def test_blobs_that_are_not_arrivals_are_told_apart(path: str, reason: str) -> N
     found = arrival_of("imports/acme/incoming/sub/a.834", "imports")
     assert (found.account, found.file_name, found.blob_name) == (
         "acme", "sub/a.834", "acme/incoming/sub/a.834")  # fmt: skip
+
+
+def test_an_arrival_run_is_named_by_its_file_version() -> None:
+    """One version gives one run id (every delivery of its event queues the same run); another
+    ETag of the same file gives another. The queue message round-trips as the others do."""
+    found = arrival_of("imports/acme/incoming/a.csv", "imports")
+    v1, v2 = version_of(found, '"0x1"'), version_of(found, '"0x2"')
+    assert v1 == version_of(arrival_of("imports/acme/incoming/a.csv", "imports"), '"0x1"')
+    assert v1 != v2 and len(v1) == 32
+    request = ImportRequest.arrival("acme", date(2026, 11, 22), v1)
+    assert request.run_id == f"2026-11-22-arrival-{v1[:8]}" and request.trigger == "arrival"
+    assert ImportRequest.parse(request.to_json()) == request
+    body = request.to_json().replace("arrival-", "arrivals-")
+    with pytest.raises(InvalidImportRequest):
+        ImportRequest.parse(body)
