@@ -392,7 +392,10 @@ class BlobQueueListener(QueueListener):
             trigger = function.trigger
             assert isinstance(trigger, BlobTrigger)
             container, pattern = check_trigger(function)
-            service = blobsingleton.config.from_settings(trigger.connection).blob_service()
+            account = blobsingleton.config.from_settings(trigger.connection)
+            service = account.with_options(
+                raw_request_hook=host_counter, retry_policy=HostRetry()
+            ).blob_service()  # the host's reads of the blob, counted as the host's
             for key in (function_id(function.name), function.name):
                 self._functions[key] = function
             self._containers[function.name] = (service, container, pattern_matcher(pattern))

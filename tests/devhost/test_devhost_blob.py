@@ -180,3 +180,23 @@ def test_when_the_reporting_instance_dies_another_reports_what_was_written_meanw
     assert {r["instance"] for r in records.where(content="while nobody reports")} == {
         f"devhost-{1 - holder}"
     }
+
+
+def test_a_message_for_a_blob_gone_or_a_function_unknown_ends_unrun(
+    start_host: Any, blob_settings: dict[str, Any], storage: StorageHelper, records: Records
+) -> None:
+    """As `BlobQueueTriggerExecutor`: the blob is read when the message is handled; gone, the
+    message ends as a success with nothing run; a FunctionId not registered here likewise."""
+    container = blob_settings["SAMPLE_CONTAINER"]
+    host = start_host(blob_settings, app_module=BLOB_APP)
+    queue = host_queue_name(blob_settings["AzureFunctionsWebHost__hostid"])
+    for function, blob in (("Host.Functions.sample_blob", "in/never-written.txt"),
+                           ("Host.Functions.elsewhere", "in/x.txt")):  # fmt: skip
+        message = {"Type": "BlobTrigger", "FunctionId": function, "BlobType": "BlockBlob",
+                   "ContainerName": container, "BlobName": blob, "ETag": '"0x1"'}  # fmt: skip
+        storage.queue(queue).send_message(json.dumps(message).encode())
+    wait_for(lambda: storage.depth(queue) == 0)
+    host.wait_quiet(quiet=0.5, timeout=30)
+    host.stop()
+    assert records.all() == []
+    assert host.totals().successes == {"sample_blob": 2} and not host.totals().failures
