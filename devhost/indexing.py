@@ -51,11 +51,21 @@ class HttpTrigger:
 
 
 @dataclass(frozen=True)
+class BlobTrigger:
+    path: str  # as written, may hold %SETTING%: "container/blob-name-pattern"
+    connection: str = "AzureWebJobsStorage"
+    source: str = "LogsAndContainerScan"  # the extension's default; "EventGrid" on Flex
+
+    def resolved_path(self) -> str:
+        return resolve_placeholders(self.path)
+
+
+@dataclass(frozen=True)
 class UnsupportedTrigger:
     type: str
 
 
-Trigger = QueueTrigger | TimerTrigger | HttpTrigger | UnsupportedTrigger
+Trigger = QueueTrigger | TimerTrigger | HttpTrigger | BlobTrigger | UnsupportedTrigger
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,12 @@ def describe_trigger(function_name: str, binding: dict[str, Any]) -> Trigger:
             route=str(binding.get("route") or function_name).strip("/"),
             methods=tuple(str(m).upper() for m in methods) if methods else None,
             auth_level=str(binding.get("authLevel") or "function").lower(),
+        )
+    if kind == "blobTrigger":
+        return BlobTrigger(
+            path=str(binding.get("path") or ""),
+            connection=binding.get("connection") or "AzureWebJobsStorage",
+            source=str(binding.get("source") or "LogsAndContainerScan"),
         )
     return UnsupportedTrigger(type=kind)
 

@@ -12,9 +12,11 @@ from blobsingleton.errors import SettingMissing
 from blobsingleton.settings import setting
 from timerschedules import InvalidSchedule
 
+from devhost.blob_listener import BlobQueueListener, EventGridSource
 from devhost.host_config import HostConfig, load_host_config
 from devhost.http_server import HttpHost
 from devhost.indexing import (
+    BlobTrigger,
     HttpTrigger,
     IndexedFunction,
     IndexingError,
@@ -41,7 +43,7 @@ class Instance:
     host: HostConfig
     stats: WorkerStats = field(default_factory=WorkerStats)
     host_counter: RequestCounter = field(default_factory=RequestCounter)
-    listeners: list[QueueListener | TimerListener] = field(default_factory=list)
+    listeners: list[QueueListener | TimerListener | EventGridSource] = field(default_factory=list)
     http: HttpHost | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -72,6 +74,7 @@ class Instance:
         if unknown:
             raise IndexingError(f"no such function(s) in the app: {', '.join(sorted(unknown))}")
         self.functions = [f for f in self.functions if self.enabled(f)]
+        blob_functions: list[IndexedFunction] = []
         for function in self.functions:
             trigger = function.trigger
             try:
@@ -83,6 +86,9 @@ class Instance:
                     self.listeners.append(
                         TimerListener(function, self.host_counter, self.stats, self.config.timers)
                     )
+                elif isinstance(trigger, BlobTrigger):
+                    self.listeners.append(EventGridSource(function, self.host_counter))
+                    blob_functions.append(function)
                 elif isinstance(trigger, UnsupportedTrigger):
                     log.warning(
                         "%s: %s triggers are not supported by devhost: skipped",
@@ -99,6 +105,10 @@ class Instance:
             except (SettingMissing, InvalidSchedule, ValueError) as error:
                 self.errors[function.name] = str(error)
                 log.error("%s: function is in error and will not run: %s", function.name, error)
+        if blob_functions:  # one shared blob queue listener per instance, as the host's
+            self.listeners.append(
+                BlobQueueListener(blob_functions, self.host.queues, self.host_counter, self.stats)
+            )
         http_functions = [f for f in self.functions if isinstance(f.trigger, HttpTrigger)]
         if http_functions and self.config.http_port is not None:
             self.http = HttpHost(

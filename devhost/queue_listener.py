@@ -144,15 +144,23 @@ class QueueListener:
         options: QueueOptions,
         host_counter: RequestCounter,
         stats: WorkerStats,
+        *,
+        queue: tuple[str, str, str] | None = None,
     ) -> None:
-        assert isinstance(function.trigger, QueueTrigger)
+        """`queue`: (queue, poison queue, connection) for a host-internal queue whose
+        messages `_invoke_message` turns into invocations (the blob trigger's); by default the
+        function's own queue trigger, its `{queue}-poison` and its connection."""
         self.function = function
         self.options = options
         self.stats = stats
-        self.queue_name = function.trigger.resolved_queue_name()
-        self.poison_name = f"{self.queue_name}-poison"
+        if queue is None:
+            assert isinstance(function.trigger, QueueTrigger)
+            trigger = function.trigger
+            name = trigger.resolved_queue_name()
+            queue = (name, f"{name}-poison", trigger.connection)
+        self.queue_name, self.poison_name, connection = queue
         service = (
-            blobsingleton.config.from_settings(function.trigger.connection)
+            blobsingleton.config.from_settings(connection)
             .with_options(raw_request_hook=host_counter, retry_policy=HostRetry())
             .queue_service()
         )
@@ -320,6 +328,7 @@ class QueueListener:
             )
             self._move_to_poison(delivery, (message.content or "").encode("utf-8"))
             return
+        name = self._function_name(body)
         if message.dequeue_count > self.options.max_dequeue_count:
             log.error(
                 "%s: message %s already dequeued %d times (> maxDequeueCount %d): moving it to "
@@ -335,14 +344,7 @@ class QueueListener:
         self.stats.started(name)
         ok = False
         try:
-            # Decoded inside the invocation, as the worker does: a body that breaks the
-            # metadata fails this attempt like any other failure (the host counts it).
-            queue_message = bind_queue_message(message, body)
-            invoke(
-                self.function.user_function,
-                {self.function.arg_name: queue_message},
-                function_name=name,
-            )
+            self._invoke_message(message, body)
             ok = True
         except Exception:
             log.exception(
@@ -368,6 +370,21 @@ class QueueListener:
             self._move_to_poison(delivery, body)
         else:
             self._release(delivery)
+
+    def _function_name(self, body: bytes) -> str:
+        """The function a message is for (its stats and log lines name it)."""
+        return self.function.name
+
+    def _invoke_message(self, message: Any, body: bytes) -> None:
+        """One attempt: the function invoked with the message (raises when it fails)."""
+        # Decoded inside the invocation, as the worker does: a body that breaks the
+        # metadata fails this attempt like any other failure (the host counts it).
+        queue_message = bind_queue_message(message, body)
+        invoke(
+            self.function.user_function,
+            {self.function.arg_name: queue_message},
+            function_name=self.function.name,
+        )
 
     def _delete(self, delivery: _Delivery) -> None:
         retried: list[Any] = []  # each attempt the SDK sent again: the answer it had

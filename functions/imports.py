@@ -7,6 +7,10 @@
     POST /api/imports/{account}/run
                      202 + run id (a manual run queued), 409 while that account imports,
                      400 for an invalid account name
+    import_arrival   blob trigger on %IMPORTS_CONTAINER% with the Event Grid source (what Flex
+                     Consumption runs): a file written to {account}/incoming/ queues a run of
+                     that account, once per file version (its name and ETag: @once); the run
+                     is `import_account`'s, under the same lease as the nightly and manual runs
 
 A crashed instance never blocks the next night: its lease expires within 15 s, and the
 next delivery takes its in-progress record over (see `import_under_lease`) and resumes the
@@ -32,6 +36,7 @@ from blobsingleton.settings import resolve_placeholders
 from shared import poison
 from shared.imports import config
 from shared.imports.accounts import InvalidAccount, validate_account
+from shared.imports.arrivals import NotAnArrival, arrival_of, current_etag, version_of
 from shared.imports.fanout import (
     QUEUE,
     SCHEDULE,
@@ -40,8 +45,8 @@ from shared.imports.fanout import (
     enqueue_request,
 )
 from shared.imports.importer import run_import
-from shared.imports.keys import LEASE_KEY, NIGHTLY_KEY, REQUEST_LEASE_KEY, RUN_KEY
-from shared.imports.layout import Layout
+from shared.imports.keys import ARRIVAL_KEY, LEASE_KEY, NIGHTLY_KEY, REQUEST_LEASE_KEY, RUN_KEY
+from shared.imports.layout import Layout, container_name
 from shared.imports.request import ImportRequest, InvalidImportRequest
 
 log = logging.getLogger(__name__)
@@ -183,3 +188,51 @@ def _queue_manual_run(req: func.HttpRequest) -> func.HttpResponse:
         "status": "queued",
         "report": Layout(account, request.run_id).report,
     })  # fmt: skip
+
+
+#: Every blob of the imports container: an Event Grid subscription filters by prefix (and
+#: suffix), never by a segment in the middle such as `incoming`, so the function sorts them.
+ARRIVALS = "%IMPORTS_CONTAINER%/{name}"
+
+
+@bp.blob_trigger(arg_name="blob", path=ARRIVALS, connection="AzureWebJobsStorage",
+                 source=func.BlobSource.EVENT_GRID)  # fmt: skip
+def import_arrival(blob: func.InputStream) -> None:
+    """A file dropped into `{account}/incoming/` queues a run of that account, once per version.
+
+    The event is delivered at least once (Event Grid retries, the host's queue retries up to 5
+    times): the version (blob name and ETag, read now) is the run-once key, so a repeat
+    starts nothing and an overwrite (a new ETag) starts a run again. The run is queued, as the
+    HTTP trigger queues one, so `import_account`'s lease serializes it with the nightly and
+    manual runs of that account (deferred while one runs), and a long run hands itself on
+    across invocations as theirs do. It imports what `incoming/` holds then, in name order:
+    this file, and any other waiting. A blob outside `incoming/` starts nothing; a file name
+    the nightly run would refuse starts nothing either (each night's report lists it).
+    """
+    try:
+        arrival = arrival_of(blob.name or "", container_name())
+    except NotAnArrival as error:
+        if error.refused:
+            log.warning("import arrival: an incoming file refused, no run started: %s",
+                        error.reason)  # fmt: skip
+        else:
+            log.debug("import arrival: %s: nothing to start", error.reason)
+        return
+    etag = current_etag(arrival)
+    if etag is None:
+        log.info("import arrival for %s: the file has left incoming/ already (imported by a "
+                 "run in between): nothing to start", arrival.account)  # fmt: skip
+        return
+    started = start_arrival_run(arrival.account, version_of(arrival, etag)) or {}
+    log.info("import arrival for %s: run %s", arrival.account, started.get("run_id"))
+
+
+@once(ARRIVAL_KEY, on_in_progress=Busy.WAIT, wait_timeout=30)
+def start_arrival_run(account: str, version: str) -> dict[str, Any]:
+    """Queue the run of one file version's arrival, once: a duplicate delivery gets this
+    stored summary back. Should the enqueue fail, the record is freed and the host's retry
+    of the event queues it; should the instance die after it, the run id (from the version)
+    is the same, and the run's own run-once record lets it run once."""
+    request = ImportRequest.arrival(account, datetime.now(UTC).date(), version)
+    enqueue_request(request)
+    return {"account": account, "run_id": request.run_id}

@@ -266,7 +266,8 @@ def _run_import(
         request.account, request.run_id, len(report.files), report.records, report.imported,
         report.rejected, report.duration_s, token,
     )  # fmt: skip
-    if email:
+    if email and (report.files or request.trigger != "arrival"):
+        # an arrival whose file an earlier run took has nothing to tell: no email
         enqueue_summary(report, f"{container_name()}/{layout.report}", connection)
     return report
 

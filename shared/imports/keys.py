@@ -13,6 +13,10 @@ REQUEST_LEASE_KEY = "import-{request.account}"
 #: The run-once key of one run of one account (for the nightly run, run_id is the run date),
 #: from the validated request.
 RUN_KEY = "import-{request.account}-{request.run_id}"
+#: The run-once key of a file version's arrival (`shared.imports.arrivals.version_of`: a
+#: digest of the blob's name and ETag), so one version starts one run however often its
+#: event is delivered.
+ARRIVAL_KEY = "import-file-{account}-{version}"
 #: The run-once key of the nightly fan-out: one per schedule occurrence, on every instance.
 NIGHTLY_KEY = "nightly-import-{occurrence}"
 

@@ -4,7 +4,9 @@
 
 The nightly fan-out uses the run date as run id, so every instance's fan-out names the same
 run. A manual run (HTTP) gets `{date}-manual-{8 hex}`: it must not be swallowed by the
-night's completed run-once record.
+night's completed run-once record. A run started by a file's arrival (the blob trigger) gets
+`{date}-arrival-{8 hex}`, the hex from the file's version (`shared.imports.arrivals`), so
+every delivery of one version's event names the same run.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from datetime import date
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.json_body import InvalidBody, parse_object
 
-_RUN_ID = re.compile(r"\d{4}-\d{2}-\d{2}(?:-manual-[0-9a-f]{8})?")
-TRIGGERS = ("nightly", "manual")
+_RUN_ID = re.compile(r"\d{4}-\d{2}-\d{2}(?:-(?:manual|arrival)-[0-9a-f]{8})?")
+TRIGGERS = ("nightly", "manual", "arrival")
 MAX_BODY_BYTES = 4096
 
 
@@ -44,7 +46,9 @@ class ImportRequest:
         except (TypeError, ValueError):
             raise InvalidImportRequest("run_date: must be a date, YYYY-MM-DD") from None
         if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
-            raise InvalidImportRequest("run_id: must be YYYY-MM-DD[-manual-xxxxxxxx]")
+            raise InvalidImportRequest(
+                "run_id: must be YYYY-MM-DD[-manual-xxxxxxxx | -arrival-xxxxxxxx]"
+            )
         if not self.run_id.startswith(self.run_date):
             raise InvalidImportRequest("run_id: must start with run_date")
         if self.trigger not in TRIGGERS:
@@ -60,6 +64,13 @@ class ImportRequest:
         day = today.isoformat()
         run_id = f"{day}-manual-{uuid.uuid4().hex[:8]}"
         return cls(account=account, run_date=day, run_id=run_id, trigger="manual")
+
+    @classmethod
+    def arrival(cls, account: str, today: date, version: str) -> ImportRequest:
+        """The run a file's arrival starts: `version` (hex) names the file's version."""
+        day = today.isoformat()
+        return cls(account=account, run_date=day, run_id=f"{day}-arrival-{version[:8]}",
+                   trigger="arrival")  # fmt: skip
 
     @classmethod
     def parse(cls, body: bytes | str) -> ImportRequest:

@@ -22,12 +22,14 @@ from typing import Any
 import azure.functions as func
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
+from azure.functions import meta
 from azure.functions.timer import TimerRequest
 from azure.storage.queue import QueueClient
 from blobsingleton import BlobLease
 from devhost_testkit import wait_for
 
 from devhost import invocation
+from devhost.blob_listener import bind_blob
 from devhost.indexing import IndexedFunction, IndexingError, find_app, load_functions
 from devhost.invocation import InvocationIdFilter, WorkerRuntime, invoke, thread_pool_size
 from devhost.log_levels import HostLogLevelFilter, level_for
@@ -173,7 +175,8 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
         "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
         "ops_reset_run": http_request("POST", f"{base}/runs/x/reset", b"{}", key="/bad"),
     }
-    assert set(functions) == queue_and_timer | set(http)  # a new function needs a case here
+    blob = {"import_arrival"}
+    assert set(functions) == queue_and_timer | set(http) | blob  # a new function needs a case
     notification = {
         "event_id": f"contract-{uuid.uuid4().hex[:8]}",
         "type": "contract.check",
@@ -191,6 +194,9 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
     assert run(functions["watch_jobs"], timer_request()) is None
     assert run(functions["nightly_import"], timer_request()) is None
     assert run(functions["nightly_import"], timer_request(past_due=True)) is None  # stored run
+    # A blob trigger (Event Grid source): an InputStream from the worker's converter.
+    outside = {"BlobTrigger": meta.Datum("imports/acme/reports/r/report.json", "string")}
+    assert run(functions["import_arrival"], bind_blob(b"{}", outside)) is None
     # HTTP functions: the $return value goes through the worker's http converter.
     for name, request in http.items():
         datum = run(functions[name], request)
