@@ -239,6 +239,38 @@ resource roleAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   }
 }]
 
+// Arrivals (functions/imports.py import_arrival): a blob trigger with the Event Grid source,
+// what Flex Consumption requires. Storage's BlobCreated events reach the host's blobs extension
+// webhook for that function, filtered to the imports container's incoming/ folders, so what a
+// run writes itself (reports, checkpoints, processed copies) raises no event.
+resource storageEvents 'Microsoft.EventGrid/systemTopics@2024-06-01-preview' = {
+  name: '${appName}-storage-events'
+  location: location
+  properties: {
+    source: storage.id
+    topicType: 'Microsoft.Storage.StorageAccounts'
+  }
+}
+
+resource arrivals 'Microsoft.EventGrid/systemTopics/eventSubscriptions@2024-06-01-preview' = {
+  parent: storageEvents
+  name: 'import-arrivals'
+  properties: {
+    destination: {
+      endpointType: 'WebHook'
+      properties: {
+        endpointUrl: 'https://${app.properties.defaultHostName}/runtime/webhooks/blobs?functionName=Host.Functions.import_arrival&code=${listKeys('${app.id}/host/default', '2024-04-01').systemKeys.blobs_extension}'
+      }
+    }
+    filter: {
+      includedEventTypes: [ 'Microsoft.Storage.BlobCreated' ]
+      subjectBeginsWith: '/blobServices/default/containers/${appSettings.IMPORTS_CONTAINER}/blobs/'
+      advancedFilters: [ { operatorType: 'StringContains', key: 'subject', values: [ '/incoming/' ] } ]
+    }
+    eventDeliverySchema: 'EventGridSchema'
+  }
+}
+
 output appUrl string = 'https://${app.properties.defaultHostName}'
 output statusPage string = 'https://${app.properties.defaultHostName}/api/status' // sign in, or an operator key
 output storageAccount string = storage.name
