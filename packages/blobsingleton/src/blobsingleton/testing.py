@@ -49,6 +49,7 @@ from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 if TYPE_CHECKING:
     import azure.functions as func
+    from azure.functions.timer import TimerRequest
 
 
 class RequestCounter:
@@ -276,8 +277,10 @@ class MemoryBackends:
         return self.scoped.setdefault(scope, MemoryRecordStore(self.clock))
 
     def records_of(self, fn: Callable[..., Any]) -> MemoryRecordStore:
-        """The records of `@once` function `fn`'s own scope."""
-        return self.scoped.setdefault(function_scope(fn), MemoryRecordStore(self.clock))
+        """The records of `@once` function `fn`'s own scope (`fn` under a trigger decorator
+        too)."""
+        scope = function_scope(_user_function(fn))
+        return self.scoped.setdefault(scope, MemoryRecordStore(self.clock))
 
     def lease(
         self, key: str, *, period: float = DEFAULT_PERIOD, scope: str | None = None, **_: Any
@@ -286,7 +289,7 @@ class MemoryBackends:
 
     def lock_name(self, fn: Callable[..., Any], key: str) -> str:
         """The name in `locks` of `@singleton` function `fn`'s own lease on `key`."""
-        return f"{function_scope(fn)}/{key}"
+        return f"{function_scope(_user_function(fn))}/{key}"
 
     def send_message(self, queue: str, body: bytes, delay: int) -> str:
         """DEFER's re-enqueue: kept in `deferred`; returns the copy's new message id."""
@@ -296,6 +299,18 @@ class MemoryBackends:
     def now(self) -> datetime:
         """`clock`'s time, at which a timer's `{occurrence}` is judged."""
         return datetime.fromtimestamp(self.clock(), UTC)
+
+
+def _user_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, or the function a trigger decorator (`@bp.queue_trigger`...) registered: its
+    `azure.functions` FunctionBuilder's, through the public `build().get_user_function()`."""
+    if hasattr(fn, "__qualname__"):
+        return fn
+    build = getattr(fn, "build", None)
+    if not callable(build):
+        raise TypeError(f"{fn!r} is neither a function nor a trigger decorator's")
+    user_function: Callable[..., Any] = build().get_user_function()
+    return user_function
 
 
 @contextlib.contextmanager
@@ -367,7 +382,7 @@ def timer_request(
     *,
     past_due: bool = False,
     last: datetime | None = None,
-) -> func.TimerRequest:
+) -> TimerRequest:
     """A `func.TimerRequest` as the worker binds it (`azure.functions`' `TimerRequestConverter`
     on the host's JSON). For an `occurrence` (an aware or UTC datetime): the schedule status a
     host with its schedule monitor sends firing it (`Next` = the occurrence; `Last` = `last`,
@@ -388,7 +403,7 @@ def timer_request(
         }
     info = {"Schedule": {"AdjustForDST": True}, "ScheduleStatus": status, "IsPastDue": past_due}
     data = meta.Datum(type="json", value=json.dumps(info))
-    request: func.TimerRequest = TimerRequestConverter.decode(data, trigger_metadata={})
+    request: TimerRequest = TimerRequestConverter.decode(data, trigger_metadata={})
     return request
 
 

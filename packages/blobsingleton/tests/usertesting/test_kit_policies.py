@@ -152,3 +152,25 @@ def test_an_http_request_resolves_keys_and_answers_busy_with_the_policys_respons
         assert export(req).status_code == 200
         memory.locks.acquire(memory.lock_name(export, "export-t1-csv"), "other", 15.0)
         assert export(req).status_code == 409
+
+
+def test_a_trigger_functions_records_and_lease_are_named_through_its_trigger_decorator() -> None:
+    bp = func.Blueprint()
+    synced: list[str] = []
+
+    @bp.timer_trigger(arg_name="timer", schedule="0 */5 * * * *")
+    @once("tick-{occurrence}", schedule="0 */5 * * * *")
+    def tick(timer: func.TimerRequest) -> None: ...
+
+    @bp.queue_trigger(arg_name="msg", queue_name="sync", connection="AzureWebJobsStorage")
+    @singleton("sync-{account}", on_busy=Busy.SKIP)
+    def sync(msg: func.QueueMessage) -> None:
+        synced.append(msg.get_json()["account"])
+
+    with memory_backends() as memory:
+        tick(timer_request())  # the trigger decorator's FunctionBuilder, called as the worker
+        assert len(memory.records_of(tick).records) == 1
+        memory.locks.acquire(memory.lock_name(sync, "sync-a"), "another instance", 15.0)
+        sync(queue_message({"account": "a"}))  # busy: skipped
+        sync(queue_message({"account": "b"}))
+    assert synced == ["b"]
