@@ -10,6 +10,7 @@ message sent to Azure would fail with `SettingMissing`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from blobsingleton import Busy, once, singleton
 from blobsingleton.testing import (
     DeferredMessage,
     FakeClock,
+    MemoryBackends,
     MemoryLease,
     crashed_run,
     http_request,
@@ -174,3 +176,19 @@ def test_a_trigger_functions_records_and_lease_are_named_through_its_trigger_dec
         sync(queue_message({"account": "a"}))  # busy: skipped
         sync(queue_message({"account": "b"}))
     assert synced == ["b"]
+
+
+def test_an_async_defer_keeps_its_copy_in_memory_too() -> None:
+    @once("ship-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+    async def ship(msg: func.QueueMessage) -> str:
+        return str(msg.get_json()["order_id"])
+
+    async def deliveries(memory: MemoryBackends) -> tuple[str | None, str | None]:
+        crashed_run(memory.records_of(ship), "ship-o1", in_progress_timeout=5)
+        deferred = await ship(queue_message({"order_id": "o1"}))
+        memory.clock.advance(memory.deferred[0].delay)
+        return deferred, await ship(memory.deferred[0].message())
+
+    with memory_backends() as memory:
+        assert asyncio.run(deliveries(memory)) == (None, "o1")
+        assert [(d.queue, d.delay) for d in memory.deferred] == [("orders", 6)]
