@@ -40,7 +40,7 @@ from mypy import api
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*(\S*)")
+_FENCE = re.compile(r"^( *)(`{3,}|~{3,})\s*(\S*)")  # indented too: a block in a list
 _FRAGMENT = "<!-- fragment -->"
 _SETUP = "<!-- setup:"
 _END = "-->"
@@ -108,9 +108,7 @@ def blocks(page: Path) -> list[Block]:
 
 def _closes(line: str, marker: str) -> bool:
     stripped = line.strip()
-    return len(line) - len(line.lstrip(" ")) <= 3 and (
-        stripped == marker[0] * len(stripped) and len(stripped) >= len(marker)
-    )
+    return stripped == marker[0] * len(stripped) and len(stripped) >= len(marker)
 
 
 def _setup(lines: list[str], number: int) -> tuple[Snippet, int]:
@@ -315,6 +313,9 @@ def test_the_checker_runs_blocks_in_order_and_finds_a_stale_one_at_its_line(
     with pytest.raises(NameError, match="FingerprintStore") as raised:
         run_page(page, fixtures, root=tmp_path)
     assert raised.traceback[-1].lineno + 1 == 32  # the page's line (0-based in pytest)
+    nested = tmp_path / "nested.md"
+    nested.write_text("- in a list:\n\n  ```python\n  x = 1\n  ```\n")
+    assert [(b.code.line, b.code.code) for b in blocks(nested)] == [(4, "x = 1\n")]
     # Fragments compile without running; the earlier blocks ran, their test called:
     page.write_text(STALE.split("```python\nfrom blobsingleton import once")[0])
     assert run_page(page, fixtures, root=tmp_path) == ["test_it_sends"]
