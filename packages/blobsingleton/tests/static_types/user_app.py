@@ -25,6 +25,11 @@ async def charge_async(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
+@once("refund-{order_id}", on_in_progress=Busy.WAIT, mode=Mode.AT_LEAST_ONCE, wait_timeout=5)
+def refund(order_id: str) -> Receipt:  # the defaults, spelt out
+    return Receipt(order_id)
+
+
 @once("email-{event_id}", on_in_progress=Busy.SKIP)
 def send(event_id: str) -> str:
     return event_id
@@ -79,6 +84,7 @@ async def main(msg: func.QueueMessage) -> None:
     print((await charge_async("o1")).order_id)
     assert_type(charge("o1"), Receipt)
     assert_type(await charge_async("o1"), Receipt)
+    assert_type(refund("o1"), Receipt)
     assert_type(send("e1"), str | None)  # skipped: None
     assert_type(take_order("o1", msg), Receipt | None)  # deferred: None
     assert_type(at_most_once("mon"), int | None)
