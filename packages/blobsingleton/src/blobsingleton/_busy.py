@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from blobsingleton import _defaults
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import StorageAccount, from_settings
+from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._telemetry import Invocation
-from blobsingleton.queues import QueueMessageLike, send_message
+from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
@@ -151,8 +152,7 @@ class BusyHandling:
         """Enqueue a copy of `message` on the queue (`%SETTING%` resolved), visible in `delay` s."""
         name = resolve_placeholders(self.queue or "")
         seconds = max(1, min(MAX_DELAY, round(delay)))
-        storage = self.storage or from_settings()
-        copy_id = send_message(storage, name, message.get_body(), seconds)
+        copy_id = _defaults.send_message(self.storage, name, message.get_body(), seconds)
         log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
             "deferred message %r on %s by %d s as message %s: %s",
             message.id, name, seconds, copy_id, reason,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from blobsingleton._connection import StorageAccount, from_settings
@@ -32,11 +33,16 @@ def container(
 
 
 class Backends(Protocol):
-    """Where decorators get their leases and record stores (tests: in memory)."""
+    """Where decorators get their leases, record stores, DEFER's queue and the time a timer's
+    `{occurrence}` is judged at (tests: in memory, on a fake clock)."""
 
     def record_store(self, **options: Any) -> RecordStore: ...
 
     def lease(self, key: str, **options: Any) -> BaseLease: ...
+
+    def send_message(self, queue: str, body: bytes, delay: int) -> str: ...
+
+    def now(self) -> datetime: ...
 
 
 _backends: list[Backends] = []
@@ -91,3 +97,19 @@ def lease(key: str, *, limit: int = 1, **options: Any) -> BaseLease | BlobLease:
     from blobsingleton._blob_lease import BlobLease
 
     return BlobLease(key, **options)
+
+
+def send_message(storage: StorageAccount | None, queue: str, body: bytes, delay: int) -> str:
+    """Enqueue `body` on `queue`, visible in `delay` s (DEFER's copy): the backends' queue, else
+    `storage`'s (default: AzureWebJobsStorage). Returns the new message's id."""
+    if _backends:
+        return _backends[0].send_message(queue, body, delay)
+    from blobsingleton.queues import send_message as enqueue
+
+    return enqueue(storage or from_settings(), queue, body, delay)
+
+
+def now() -> datetime | None:
+    """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
+    clock), else None (the wall clock)."""
+    return _backends[0].now() if _backends else None

@@ -134,10 +134,17 @@ def _occurrence(
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
         text = resolve_placeholders(schedule)
-        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now)
+        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now or _now())
     except (SettingMissing, timerschedules.InvalidSchedule, timerschedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now() -> datetime | None:
+    """The backends' time (a test kit's clock), else None: the wall clock."""
+    from blobsingleton import _defaults  # (it imports this module)
+
+    return _defaults.now()
 
 
 MAX_KEY_LENGTH = 256

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
@@ -20,6 +20,7 @@ from blobsingleton._busy import (
     BusyPolicy,
     F,
     Guard,
+    Guarded,
     MaybeSkipped,
     guarded,
     unguarded,
@@ -126,6 +127,32 @@ class _RecordGuard(Guard):
             raise refused
 
 
+# The return type follows the policies: under WAIT (or a callable's answer) and at-least-once,
+# a call returns what the function returns or raises; SKIP, DEFER (a re-enqueued copy) and an
+# at-most-once key whose run crashed return None.
+@overload
+def once(
+    key: str, *, scope: Scope = ..., mode: Literal[Mode.AT_LEAST_ONCE] = ...,
+    retention: float | timedelta = ..., in_progress_timeout: float | timedelta = ...,
+    payload: Callable[..., Any] | None = ..., result: ResultCodec | None = ...,
+    on_replay: Callable[[Any], Any] | None = ...,
+    on_in_progress: Literal[Busy.WAIT] | Callable[[Exception], Any] = ...,
+    wait_timeout: float = ..., queue: str | None = ..., defer_seconds: float | None = ...,
+    schedule: str | None = ..., store: RecordStore | None = ...,
+    storage: StorageAccount | None = ..., namespace: str | None = ..., under_lease: bool = ...,
+    hold_busy: float | None = ..., run_without_key: bool = ...,
+) -> Guarded: ...  # fmt: skip
+@overload
+def once(
+    key: str, *, scope: Scope = ..., mode: Mode = ..., retention: float | timedelta = ...,
+    in_progress_timeout: float | timedelta = ..., payload: Callable[..., Any] | None = ...,
+    result: ResultCodec | None = ..., on_replay: Callable[[Any], Any] | None = ...,
+    on_in_progress: BusyPolicy = ..., wait_timeout: float = ..., queue: str | None = ...,
+    defer_seconds: float | None = ..., schedule: str | None = ...,
+    store: RecordStore | None = ..., storage: StorageAccount | None = ...,
+    namespace: str | None = ..., under_lease: bool = ..., hold_busy: float | None = ...,
+    run_without_key: bool = ...,
+) -> MaybeSkipped: ...  # fmt: skip
 def once(
     key: str,
     *,
@@ -147,7 +174,7 @@ def once(
     under_lease: bool = False,
     hold_busy: float | None = None,
     run_without_key: bool = False,
-) -> MaybeSkipped:
+) -> Guarded | MaybeSkipped:
     """Run the decorated function's work once per resolved `key` while its record lives: a
     completed key returns a fresh copy of the first call's result without running; a failed
     run frees the key.
@@ -174,7 +201,10 @@ def once(
     setting BLOBSINGLETON_NAMESPACE, else the host id). `under_lease=True`: the function runs
     in a `@singleton` whose lease covers this key, so a record in progress is a lost run's and
     is taken over at once (no heartbeat, no timeout to wait out). Async functions never block
-    the loop; cancelled, they free (or never claim) the key."""
+    the loop; cancelled, they free (or never claim) the key.
+
+    Typed as it behaves: under WAIT or a callable, at least once, a call returns what the
+    function returns (or raises); with SKIP, DEFER or AT_MOST_ONCE it may return None."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     if hold_busy is None:

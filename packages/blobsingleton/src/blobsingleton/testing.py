@@ -1,20 +1,26 @@
-"""In-memory backends for unit-testing your own `@once` and `@singleton` functions.
+"""In-memory backends and trigger builders for unit-testing your own `@once` and
+`@singleton` functions, every busy policy included.
 
-    from blobsingleton.testing import memory_backends
+    from blobsingleton.testing import memory_backends, queue_message
 
     def test_the_email_goes_out_once() -> None:
         with memory_backends() as memory:
-            notify(message({"event_id": "e1"}))
-            notify(message({"event_id": "e1"}))        # a duplicate: not sent again
+            notify(queue_message({"event_id": "e1"}))
+            notify(queue_message({"event_id": "e1"}))  # a duplicate: not sent again
         assert sent == ["e1"]
         assert memory.records_of(notify).get("email-e1").status == Status.COMPLETED
 
 Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
-`memory.records_of(fn)` (`memory.records` for `scope="app"`) and every `@singleton` takes its
-leases from `memory.locks`: no Azurite, no settings, milliseconds. Both keep storage's rules:
-conditional writes (etags), expiry in `memory.clock` (a `FakeClock` a test moves with
-`advance()`), a lease free once expired, a fencing token incremented per acquisition.
-`Busy.DEFER` still needs a queue: test it with `Busy.SKIP` or a callable, or on Azurite.
+`memory.records_of(fn)` (`memory.records` for `scope="app"`), every `@singleton` takes its
+leases from `memory.locks`, a `Busy.DEFER` puts its copy in `memory.deferred` (one
+`DeferredMessage(queue, body, delay)` each, nothing sent), and a timer's `{occurrence}` is
+judged at `memory.clock`'s time: no Azurite, no storage setting, milliseconds. All keep
+storage's rules: conditional writes (etags), expiry in `memory.clock` (a `FakeClock` a test
+moves with `advance()`), a lease free once expired, a fencing token incremented per
+acquisition.
+
+`queue_message`, `timer_request` and `http_request` build the trigger arguments as the worker
+does (with `azure.functions`' own converters, from the data and metadata the host sends).
 
 The pieces work alone too: `@once(store=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
 `MemoryLocks`). `RequestCounter` counts what your code sends to real storage: pass it as the
@@ -25,19 +31,25 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from blobsingleton import _defaults
 from blobsingleton._keys import function_scope
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, slot_name
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
+
+if TYPE_CHECKING:
+    import azure.functions as func
+    from azure.functions.timer import TimerRequest
 
 
 class RequestCounter:
@@ -124,8 +136,9 @@ def crashed_run(
     store: RecordStore, key: str, in_progress_timeout: float, *, owner: str = "crashed-instance"
 ) -> Record:
     """Leave in `store` what a `@once` run leaves when its process (`owner`) dies right after
-    claiming `key`: a record in progress, expiring in `in_progress_timeout` s (0: at once)."""
-    now = time.time()
+    claiming `key`: a record in progress, expiring in `in_progress_timeout` s (0: at once) on
+    the store's clock (a `MemoryRecordStore`'s), else the wall clock."""
+    now = store.clock() if isinstance(store, MemoryRecordStore) else time.time()
     return store.put_if_absent(
         Record(
             key=key,
@@ -241,15 +254,30 @@ class MemoryLease(BaseLease):
         return self._renew_step()
 
 
+class DeferredMessage(NamedTuple):
+    """A copy `Busy.DEFER` re-enqueued: on `queue` (its `%SETTING%` resolved), with `body`,
+    visible after `delay` seconds."""
+
+    queue: str
+    body: bytes
+    delay: int
+
+    def message(self, *, dequeue_count: int = 1) -> func.QueueMessage:
+        """The copy as its delivery would bind it: a new message with this body."""
+        return queue_message(self.body, dequeue_count=dequeue_count)
+
+
 @dataclass
 class MemoryBackends:
-    """The backends `memory_backends()` puts in place: one clock, records and locks. `records`
-    holds the app's records; a function's own are in `records_of(fn)`, its locks `lock_name`."""
+    """The backends `memory_backends()` puts in place: one clock, records and locks, and the
+    copies DEFER re-enqueued. `records` holds the app's records; a function's own are in
+    `records_of(fn)`, its locks `lock_name`; `deferred` lists what DEFER sent, in order."""
 
     clock: FakeClock = field(default_factory=FakeClock)
     records: MemoryRecordStore = field(init=False)
     locks: MemoryLocks = field(init=False)
     scoped: dict[str, MemoryRecordStore] = field(default_factory=dict)
+    deferred: list[DeferredMessage] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.records = MemoryRecordStore(self.clock)
@@ -261,8 +289,10 @@ class MemoryBackends:
         return self.scoped.setdefault(scope, MemoryRecordStore(self.clock))
 
     def records_of(self, fn: Callable[..., Any]) -> MemoryRecordStore:
-        """The records of `@once` function `fn`'s own scope."""
-        return self.scoped.setdefault(function_scope(fn), MemoryRecordStore(self.clock))
+        """The records of `@once` function `fn`'s own scope (`fn` under a trigger decorator
+        too)."""
+        scope = function_scope(_user_function(fn))
+        return self.scoped.setdefault(scope, MemoryRecordStore(self.clock))
 
     def lease(
         self, key: str, *, period: float = DEFAULT_PERIOD, scope: str | None = None,
@@ -273,7 +303,28 @@ class MemoryBackends:
 
     def lock_name(self, fn: Callable[..., Any], key: str) -> str:
         """The name in `locks` of `@singleton` function `fn`'s own lease on `key`."""
-        return f"{function_scope(fn)}/{key}"
+        return f"{function_scope(_user_function(fn))}/{key}"
+
+    def send_message(self, queue: str, body: bytes, delay: int) -> str:
+        """DEFER's re-enqueue: kept in `deferred`; returns the copy's new message id."""
+        self.deferred.append(DeferredMessage(queue, bytes(body), delay))
+        return str(uuid.uuid4())
+
+    def now(self) -> datetime:
+        """`clock`'s time, at which a timer's `{occurrence}` is judged."""
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+
+def _user_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, or the function a trigger decorator (`@bp.queue_trigger`...) registered: its
+    `azure.functions` FunctionBuilder's, through the public `build().get_user_function()`."""
+    if hasattr(fn, "__qualname__"):
+        return fn
+    build = getattr(fn, "build", None)
+    if not callable(build):
+        raise TypeError(f"{fn!r} is neither a function nor a trigger decorator's")
+    user_function: Callable[..., Any] = build().get_user_function()
+    return user_function
 
 
 @contextlib.contextmanager
@@ -287,9 +338,134 @@ def memory_backends(clock: FakeClock | None = None) -> Iterator[MemoryBackends]:
         _defaults.set_backends(previous)
 
 
+def _utc(moment: datetime) -> datetime:
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def queue_message(
+    body: str | bytes | Mapping[str, Any] | list[Any],
+    *,
+    id: str | None = None,
+    dequeue_count: int = 1,
+    pop_receipt: str | None = None,
+    inserted_at: datetime | None = None,
+) -> func.QueueMessage:
+    """A `func.QueueMessage` as the worker binds it: `azure.functions`' own
+    `QueueMessageInConverter` decodes `body` (a dict or list: its JSON) with the trigger
+    metadata the host sends (Id, DequeueCount, PopReceipt, InsertionTime, ExpirationTime,
+    NextVisibleTime, and a JSON object body's top-level fields, which replace a same-named one
+    as the host's case-insensitive binding data does). `id` and `pop_receipt`: fresh by
+    default; `inserted_at`: now."""
+    from azure.functions import meta
+    from azure.functions.queue import QueueMessageInConverter
+
+    if isinstance(body, (Mapping, list)):
+        body = json.dumps(body)
+    raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    inserted = _utc(inserted_at or datetime.now(UTC))
+
+    def when(moment: datetime) -> meta.Datum:
+        return meta.Datum(type="json", value=json.dumps(moment.isoformat()))
+
+    metadata = {
+        "QueueTrigger": meta.Datum(type="string", value=raw.decode("utf-8", "replace")),
+        "Id": meta.Datum(type="string", value=id or str(uuid.uuid4())),
+        "DequeueCount": meta.Datum(type="int", value=dequeue_count),
+        "InsertionTime": when(inserted),
+        "ExpirationTime": when(inserted + timedelta(days=7)),
+        "NextVisibleTime": when(datetime.now(UTC) + timedelta(minutes=10)),
+        "PopReceipt": meta.Datum(type="string", value=pop_receipt or uuid.uuid4().hex),
+    }
+    with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
+        fields = json.loads(raw)
+        if isinstance(fields, dict):
+            by_lower = {name.lower(): name for name in metadata}
+            for name, value in fields.items():
+                found = by_lower.setdefault(str(name).lower(), str(name))
+                metadata[found] = meta.Datum(type="json", value=json.dumps(value))
+    try:
+        data = meta.Datum(type="string", value=raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        data = meta.Datum(type="bytes", value=raw)
+    message: func.QueueMessage = QueueMessageInConverter.decode(data, trigger_metadata=metadata)
+    return message
+
+
+def timer_request(
+    occurrence: datetime | None = None,
+    *,
+    past_due: bool = False,
+    last: datetime | None = None,
+) -> TimerRequest:
+    """A `func.TimerRequest` as the worker binds it (`azure.functions`' `TimerRequestConverter`
+    on the host's JSON). For an `occurrence` (an aware or UTC datetime): the schedule status a
+    host with its schedule monitor sends firing it (`Next` = the occurrence; `Last` = `last`,
+    else never; `past_due` for a catch-up of a missed one), which `{occurrence}` keys read.
+    Without one: no status (`use_monitor=False`, or a schedule under a minute), and
+    `{occurrence}` is the schedule's occurrence at the time of the call (inside
+    `memory_backends()`: `memory.clock`'s)."""
+    from azure.functions import meta
+    from azure.functions.timer import TimerRequestConverter
+
+    never = "0001-01-01T00:00:00"
+    status = None
+    if occurrence is not None:
+        status = {
+            "Last": _utc(last).isoformat() if last else never,
+            "Next": _utc(occurrence).isoformat(),
+            "LastUpdated": _utc(last).isoformat() if last else never,
+        }
+    info = {"Schedule": {"AdjustForDST": True}, "ScheduleStatus": status, "IsPastDue": past_due}
+    data = meta.Datum(type="json", value=json.dumps(info))
+    request: TimerRequest = TimerRequestConverter.decode(data, trigger_metadata={})
+    return request
+
+
+def http_request(
+    method: str = "GET",
+    url: str = "http://localhost:7071/api/",
+    *,
+    body: str | bytes | Mapping[str, Any] | list[Any] = b"",
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
+    route_params: Mapping[str, str] | None = None,
+) -> func.HttpRequest:
+    """A `func.HttpRequest` as the worker binds it (`azure.functions`' `HttpRequestConverter` on
+    the host's http datum): `params` is the query, `route_params` the route's values, `body`
+    bytes, text, or a dict or list sent as JSON (with its content type)."""
+    from azure.functions import meta
+    from azure.functions.http import HttpRequestConverter
+
+    sent = {k.lower(): v for k, v in (headers or {}).items()}
+    if isinstance(body, (Mapping, list)):
+        content = meta.Datum(type="json", value=json.dumps(body))
+        sent.setdefault("content-type", "application/json")
+    elif isinstance(body, str):
+        content = meta.Datum(type="string", value=body)
+    else:
+        content = meta.Datum(type="bytes", value=bytes(body))
+
+    def datums(values: Mapping[str, str] | None) -> dict[str, meta.Datum]:
+        return {k: meta.Datum(type="string", value=v) for k, v in (values or {}).items()}
+
+    value = {
+        "method": meta.Datum(type="string", value=method.upper()),
+        "url": meta.Datum(type="string", value=url),
+        "headers": datums(sent),
+        "query": datums(params),
+        "params": datums(route_params),
+        "body": content,
+    }
+    request: func.HttpRequest = HttpRequestConverter.decode(
+        meta.Datum(type="http", value=value), trigger_metadata={}
+    )
+    return request
+
+
 __all__ = [
-    "FakeClock", "MemoryBackends", "MemoryLease", "MemoryLocks", "MemoryRecordStore",
-    "RequestCounter", "crashed_run", "forget_remembered_records", "memory_backends",
+    "DeferredMessage", "FakeClock", "MemoryBackends", "MemoryLease", "MemoryLocks",
+    "MemoryRecordStore", "RequestCounter", "crashed_run", "forget_remembered_records",
+    "http_request", "memory_backends", "queue_message", "timer_request",
 ]  # fmt: skip
 
 

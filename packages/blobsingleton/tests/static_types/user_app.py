@@ -1,10 +1,33 @@
-"""A user's app as a type checker sees it: checked by mypy --strict in test_types.py."""
+"""A user's app as a type checker sees it: checked by mypy --strict in test_types.py. Each
+result is used as its type says, without a None check where the policy never gives None."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import assert_type
 
-from blobsingleton import Busy, once, singleton
+import azure.functions as func
+from blobsingleton import Busy, Mode, once, singleton
+
+
+@dataclass
+class Receipt:
+    order_id: str
+
+
+@once("charge-{order_id}")  # Busy.WAIT: returns the function's result, or raises
+def charge(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("charge-{order_id}")
+async def charge_async(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("refund-{order_id}", on_in_progress=Busy.WAIT, mode=Mode.AT_LEAST_ONCE, wait_timeout=5)
+def refund(order_id: str) -> Receipt:  # the defaults, spelt out
+    return Receipt(order_id)
 
 
 @once("email-{event_id}", on_in_progress=Busy.SKIP)
@@ -12,8 +35,32 @@ def send(event_id: str) -> str:
     return event_id
 
 
+@once("order-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+def take_order(order_id: str, msg: func.QueueMessage) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("report-{day}", mode=Mode.AT_MOST_ONCE)  # a crashed run is never rerun: None
+def at_most_once(day: str) -> int:
+    return len(day)
+
+
+def conflict(error: Exception) -> int:
+    return 409
+
+
+@once("page-{n}", on_in_progress=conflict)  # busy: the policy's answer is the result
+def page(n: int) -> int:
+    return 200
+
+
 @singleton("import-{account}")  # Busy.WAIT: runs, or raises
 def import_account(account: str) -> int:
+    return len(account)
+
+
+@singleton("import-{account}")
+async def import_account_async(account: str) -> int:
     return len(account)
 
 
@@ -22,23 +69,28 @@ def report(day: str) -> int:
     return len(day)
 
 
-def conflict(error: Exception) -> int:
-    return 409
+@singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+def deferred_import(account: str, msg: func.QueueMessage) -> int:
+    return len(account)
 
 
-@singleton("answer-{day}", on_busy=conflict)  # busy: the policy's answer is the result
+@singleton("answer-{day}", on_busy=conflict)
 def answer(day: str) -> int:
     return 200
 
 
-@once("async-{n}")
-async def fetch(n: int) -> bytes:
-    return b""
-
-
-async def main() -> None:
-    assert_type(send("e1"), str | None)  # skipped or stored: maybe None
+async def main(msg: func.QueueMessage) -> None:
+    print(charge("o1").order_id)  # no None check needed under WAIT
+    print((await charge_async("o1")).order_id)
+    assert_type(charge("o1"), Receipt)
+    assert_type(await charge_async("o1"), Receipt)
+    assert_type(refund("o1"), Receipt)
+    assert_type(send("e1"), str | None)  # skipped: None
+    assert_type(take_order("o1", msg), Receipt | None)  # deferred: None
+    assert_type(at_most_once("mon"), int | None)
+    assert_type(page(1), int)
     assert_type(import_account("acme"), int)
+    assert_type(await import_account_async("acme"), int)
     assert_type(report("mon"), int | None)
+    assert_type(deferred_import("acme", msg), int | None)
     assert_type(answer("mon"), int)
-    assert_type(await fetch(1), bytes | None)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from blobsingleton import Busy, once, singleton
+from dataclasses import dataclass
+
+import azure.functions as func
+from blobsingleton import Busy, Mode, once, singleton
+
+
+@dataclass
+class Receipt:
+    order_id: str
 
 
 @once("email-{event_id}", on_in_progress=Busy.SKIP)
@@ -10,11 +18,36 @@ def send(event_id: str) -> str:
     return event_id
 
 
+@once("charge-{order_id}", on_in_progress=Busy.SKIP)
+async def charge_async(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("order-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+def take_order(order_id: str, msg: func.QueueMessage) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("charge-{order_id}", mode=Mode.AT_MOST_ONCE)
+def charge_at_most_once(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("charge-{order_id}")
+def charge(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
 @singleton("report-{day}", on_busy=Busy.SKIP)
 def report(day: str) -> int:
     return len(day)
 
 
-send("e1").upper()  # MISTAKE: None when skipped
-send(42)  # MISTAKE: the parameters are kept
-report("mon") + 1  # MISTAKE: None when busy
+async def main(msg: func.QueueMessage) -> None:
+    send("e1").upper()  # MISTAKE: None when skipped
+    print((await charge_async("o1")).order_id)  # MISTAKE: None when skipped
+    print(take_order("o1", msg).order_id)  # MISTAKE: None when deferred
+    print(charge_at_most_once("o1").order_id)  # MISTAKE: None once a run crashed
+    charge(42)  # MISTAKE: the parameters are kept
+    send(42)  # MISTAKE: the parameters are kept
+    report("mon") + 1  # MISTAKE: None when busy
