@@ -285,3 +285,18 @@ def forget_remembered_records() -> None:
     from blobsingleton import _record_watch
 
     _record_watch.forget_known()
+
+
+# Trigger arguments built by azure-functions' own converters (the package is imported when a
+# builder is called), and the busy-policy check a host or a test runs on indexed functions.
+# (`name as name`: public re-exports, beside the names `__all__` lists.)
+from blobsingleton._busy import check_busy_policies as check_busy_policies  # noqa: E402
+from blobsingleton._busy import check_busy_policy as check_busy_policy  # noqa: E402
+from blobsingleton._trigger_kit import blob_created_event as blob_created_event  # noqa: E402
+from blobsingleton._trigger_kit import blob_input_stream as blob_input_stream  # noqa: E402
+from blobsingleton._trigger_kit import cosmos_documents as cosmos_documents  # noqa: E402
+from blobsingleton._trigger_kit import event_grid_event as event_grid_event  # noqa: E402
+from blobsingleton._trigger_kit import event_hub_event as event_hub_event  # noqa: E402
+from blobsingleton._trigger_kit import event_hub_events as event_hub_events  # noqa: E402
+from blobsingleton._trigger_kit import service_bus_message as service_bus_message  # noqa: E402
+from blobsingleton._trigger_kit import service_bus_messages as service_bus_messages  # noqa: E402
