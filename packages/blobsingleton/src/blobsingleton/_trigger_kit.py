@@ -1,6 +1,6 @@
 """Trigger arguments for tests, built as the Python worker builds them: the `azure-functions`
 package's own converters decode data and trigger metadata shaped as the Functions host sends
-them (the shapes of azure-functions-python-library's tests/test_servicebus.py,
+them (the shapes of azure-functions-python-library's tests/test_queue.py, test_servicebus.py,
 test_eventhub.py, test_eventgrid.py, test_cosmosdb.py and test_blob.py). Re-exported by
 `blobsingleton.testing`; they need the `azure-functions` package (imported when called).
 
@@ -71,6 +71,36 @@ def _iso(moment: datetime | None) -> str:
 
 def _sys(method: str) -> meta.Datum:
     return _json({"MethodName": method, "UtcNow": _iso(None), "RandGuid": str(uuid.uuid4())})
+
+
+def queue_message(
+    body: Body = b"",
+    *,
+    id: str = "queue-message-1",
+    dequeue_count: int = 1,
+    pop_receipt: str | None = None,
+    insertion_time: datetime | None = None,
+) -> func.QueueMessage:
+    """A Storage queue message as `QueueMessageInConverter.decode` makes it (the host sends
+    the decoded body as a string or bytes). A retry is the same `id` with a higher
+    `dequeue_count`; a copy `Busy.DEFER` enqueues has an id of its own."""
+    from azure.functions.queue import QueueMessageInConverter
+
+    moment = _iso(insertion_time)
+    metadata: dict[str, meta.Datum] = {
+        "Id": _datum(id, "string"),
+        "DequeueCount": _datum(dequeue_count, "int"),
+        "PopReceipt": _datum(pop_receipt or str(uuid.uuid4()), "string"),
+        "InsertionTime": _datum(moment, "string"),
+        "ExpirationTime": _datum(moment, "string"),
+        "NextVisibleTime": _datum(moment, "string"),
+        "sys": _sys("QueueTrigger"),
+    }
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    message = QueueMessageInConverter.decode(
+        _datum(data, "bytes" if isinstance(data, bytes) else "string"), trigger_metadata=metadata
+    )
+    return message  # type: ignore[no-any-return]
 
 
 def service_bus_message(
@@ -346,5 +376,6 @@ def blob_input_stream(
 
 __all__ = [
     "blob_created_event", "blob_input_stream", "cosmos_documents", "event_grid_event",
-    "event_hub_event", "event_hub_events", "service_bus_message", "service_bus_messages",
+    "event_hub_event", "event_hub_events", "queue_message", "service_bus_message",
+    "service_bus_messages",
 ]  # fmt: skip

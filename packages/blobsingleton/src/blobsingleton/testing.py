@@ -298,5 +298,6 @@ from blobsingleton._trigger_kit import cosmos_documents as cosmos_documents  # n
 from blobsingleton._trigger_kit import event_grid_event as event_grid_event  # noqa: E402
 from blobsingleton._trigger_kit import event_hub_event as event_hub_event  # noqa: E402
 from blobsingleton._trigger_kit import event_hub_events as event_hub_events  # noqa: E402
+from blobsingleton._trigger_kit import queue_message as queue_message  # noqa: E402
 from blobsingleton._trigger_kit import service_bus_message as service_bus_message  # noqa: E402
 from blobsingleton._trigger_kit import service_bus_messages as service_bus_messages  # noqa: E402
