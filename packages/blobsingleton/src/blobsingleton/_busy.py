@@ -171,9 +171,10 @@ def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
 
 def may_take_message(fn: Callable[..., Any]) -> bool:
     """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
-    or one without an annotation (only the call can tell)."""
+    or one without an annotation, or `Any` (only the call can tell)."""
     annotations = [p.annotation for p in inspect.signature(fn).parameters.values()]
-    return any(a is inspect.Parameter.empty or "QueueMessage" in str(a) for a in annotations)
+    anything = (inspect.Parameter.empty, Any, object, "Any", "typing.Any", "object")
+    return any(a in anything or "QueueMessage" in str(a) for a in annotations)
 
 
 class _Unguarded(Guard):
