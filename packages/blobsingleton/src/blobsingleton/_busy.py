@@ -365,8 +365,8 @@ def refuse_unfit_arguments(
     if any(_keys.trigger_of(v) is _keys.QUEUE for v in values):
         return
     for value in values:
-        item = value[0] if isinstance(value, list) and value else value
-        kind = _keys.trigger_of(item)
+        item = _keys.first_item(value)
+        kind = _keys.trigger_of(value if item is None else item)
         if kind is not None:
             raise TypeError(unfit_defer(fn.__qualname__, kind.binding))
 

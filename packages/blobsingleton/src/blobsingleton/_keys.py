@@ -12,7 +12,7 @@ import re
 import socket
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -221,6 +221,13 @@ def trigger_of(value: Any) -> TriggerKind | None:
     return None
 
 
+def first_item(value: Any) -> Any:
+    """The first item of a batch argument (a list, a `func.DocumentList`), else None."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value):
+        return value[0]
+    return None
+
+
 _KINDS: dict[type, TriggerKind | None] = {}
 
 
@@ -313,8 +320,9 @@ class _Call:
         for name, value, kind in self.triggers:
             offers.append(f"{name} is {kind.describe(self.bodies(name, value, kind))}")
         for name, value in self.bound.items():
-            if isinstance(value, (list, tuple)) and value:
-                item = trigger_of(value[0])
+            first = first_item(value)
+            if first is not None:
+                item = trigger_of(first)
                 if item is not None:
                     offers.append(
                         f"{name} is a list of {len(value)} {item.name}s (a batch, "

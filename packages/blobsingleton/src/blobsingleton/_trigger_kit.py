@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import azure.functions as func
-    from azure.functions import meta
+    from azure.functions import blob, meta
 
 #: A body: bytes and str as they are, anything else serialized as JSON.
 Body = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | None
@@ -351,7 +351,7 @@ def blob_input_stream(
     uri: str | None = None,
     last_modified: datetime | None = None,
     metadata: Mapping[str, str] | None = None,
-) -> func.InputStream:
+) -> blob.InputStream:
     """A blob trigger's `func.InputStream` as `BlobConverter.decode` makes it from the host's
     trigger metadata: `name` is the blob's path with its container (`BlobTrigger`), `etag` its
     `Properties.ETag` (a new one per overwrite)."""

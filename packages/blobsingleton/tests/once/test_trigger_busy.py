@@ -7,19 +7,29 @@ shapes of azure-functions-python-library tests/test_servicebus.py and test_blob.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.functions.blob import InputStream as BlobInputStream
+from azure.storage.blob import BlobServiceClient
 from blobsingleton import AlreadyInProgress, Busy, once, singleton
 from blobsingleton.testing import (
     blob_input_stream,
     check_busy_policies,
+    cosmos_documents,
     event_grid_event,
     memory_backends,
     service_bus_message,
 )
+
+RACER = str(Path(__file__).with_name("trigger_racer.py"))
 
 
 @pytest.mark.parametrize(
@@ -92,6 +102,16 @@ def test_defer_given_a_service_bus_message_at_the_call_raises_before_claiming() 
         assert runs == [] and memory.records_of(charge).get("charge-A1") is None
 
 
+def test_defer_given_a_cosmos_db_batch_at_the_call_is_refused() -> None:
+    with memory_backends():
+
+        @once("sync-{x}", on_in_progress=Busy.DEFER, queue="q")
+        def sync(docs: Any) -> None: ...
+
+        with pytest.raises(TypeError, match="cosmosDBTrigger"):
+            sync(cosmos_documents([{"id": "d-1"}]))
+
+
 def _hold_first_run(fn_ran: threading.Event, release: threading.Event, runs: list[int]) -> Any:
     @once("charge-{MessageId}", on_in_progress=Busy.WAIT, wait_timeout=1.0, hold_busy=0.5)
     def charge(msg: func.ServiceBusMessage) -> str:
@@ -142,6 +162,8 @@ def test_the_same_event_grid_event_twice_runs_once(storage_env: str) -> None:
 
 
 def test_an_overwritten_blob_runs_once_per_etag(storage_env: str) -> None:
+    """A blob written to Azurite, then overwritten: each version's trigger argument carries
+    the ETag storage gave it, delivered twice (Event Grid's at-least-once)."""
     imported: list[str] = []
 
     @once("import-{BlobTrigger}@{ETag}")
@@ -149,11 +171,44 @@ def test_an_overwritten_blob_runs_once_per_etag(storage_env: str) -> None:
         imported.append(blob.read().decode())
         return len(imported)
 
-    def delivery(content: str, etag: str) -> func.InputStream:
-        return blob_input_stream(content, name="imports/acme.csv", etag=etag)
+    service = BlobServiceClient.from_connection_string(storage_env)
+    container = service.get_container_client(f"imports-{uuid.uuid4().hex[:12]}")
+    container.create_container()
+    blob = container.get_blob_client("acme.csv")
 
-    assert import_file(delivery("v1", "0x1")) == 1
-    assert import_file(delivery("v1", "0x1")) == 1  # delivered again: the stored result
-    assert import_file(delivery("v2", "0x2")) == 2  # overwritten: a new ETag runs again
-    assert import_file(delivery("v2", "0x2")) == 2
+    def write(content: str) -> BlobInputStream:
+        etag = blob.upload_blob(content.encode(), overwrite=True)["etag"]
+        return blob_input_stream(
+            content, name=f"{container.container_name}/acme.csv", etag=etag, uri=blob.url
+        )
+
+    first = write("v1")
+    assert import_file(first) == 1
+    again = blob_input_stream("v1", name=first.name or "", etag=first.blob_properties["ETag"])
+    assert import_file(again) == 1  # delivered again: the stored result
+    second = write("v2")
+    assert second.blob_properties["ETag"] != first.blob_properties["ETag"]
+    assert import_file(second) == 2  # overwritten: a new ETag runs again
+    assert import_file(second) == 2
     assert imported == ["v1", "v2"]
+
+
+def test_four_consumers_redelivered_every_message_charge_each_once(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Four processes get the same 40 Service Bus messages (delivery counts 1 to 4, as
+    redeliveries after lost locks) at once: each message's work runs once, and every delivery
+    returns its receipt."""
+    executions, results = tmp_path / "executions.txt", tmp_path / "results.txt"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, RACER, str(executions), str(results), "40", str(delivery)],
+            env=subprocess_env,
+        )
+        for delivery in range(1, 5)
+    ]
+    assert all(p.wait(300) == 0 for p in procs)
+    ran = Counter(line.split()[0] for line in executions.read_text().splitlines())
+    assert len(ran) == 40 and set(ran.values()) == {1}
+    answered = Counter(results.read_text().splitlines())
+    assert answered == Counter(f"m{i:03d} receipt-o{i:03d}" for i in range(40) for _ in range(4))

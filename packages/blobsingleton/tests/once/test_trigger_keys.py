@@ -192,3 +192,5 @@ def test_an_unknown_field_names_the_trigger_and_what_it_offers(
 def test_a_list_argument_is_named_a_batch() -> None:
     with pytest.raises(KeyTemplateError, match=r"list of 2 Service Bus messages \(a batch"):
         _key("charge-{order_id}", service_bus_messages([ORDER, ORDER]))
+    with pytest.raises(KeyTemplateError, match=r"list of 1 Cosmos DB documents \(a batch"):
+        _key("sync-{order_id}", cosmos_documents([{"id": "d-1", **ORDER}]))
