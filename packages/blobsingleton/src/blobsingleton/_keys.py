@@ -12,7 +12,7 @@ import re
 import socket
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -129,16 +129,32 @@ def _blob_etag(blob: Any) -> Any:
 
 
 def _http_sources(request: Any) -> list[Mapping[str, Any]]:
-    sources: list[Mapping[str, Any]] = [request.route_params, request.params]
-    get_json = getattr(request, "get_json", None)
-    if callable(get_json) and getattr(request, "get_body", None) and request.get_body():
-        try:
-            body = get_json()
-        except (ValueError, RecursionError):
-            body = None
-        if isinstance(body, Mapping):
-            sources.append(body)
-    return sources
+    """Route, then query parameters, then the JSON body (parsed only if a field gets there)."""
+    return [request.route_params, request.params, _LazyJsonBody(request)]
+
+
+class _LazyJsonBody(Mapping[str, Any]):
+    """An HTTP request's JSON object body, parsed at the first look (empty if none)."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+        self._fields: Mapping[str, Any] | None = None
+
+    def _load(self) -> Mapping[str, Any]:
+        if self._fields is None:
+            get_body = getattr(self._request, "get_body", None)
+            body = _json_object(get_body()) if callable(get_body) else None
+            self._fields = body or {}
+        return self._fields
+
+    def __getitem__(self, field: str) -> Any:
+        return self._load()[field]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
 
 
 def _document_field(field: str) -> Getter:

@@ -140,6 +140,27 @@ def test_http_route_and_query_come_before_its_json_body() -> None:
     assert _key("{account}-{order_id}", request) == "route-B2"
 
 
+def test_an_http_body_is_parsed_only_when_a_field_gets_there() -> None:
+    class Request:  # counts what func.HttpRequest is asked (the shape key templates read)
+        route_params = {"account": "route"}
+        params: dict[str, str] = {}
+        reads = 0
+
+        def get_body(self) -> bytes:
+            Request.reads += 1
+            return b'{"order_id": "B2"}'
+
+    request = Request()
+    assert _key("{account}", request) == "route" and Request.reads == 0
+    assert _key("{account}-{order_id}", request) == "route-B2" and Request.reads == 1
+    upload = func.HttpRequest(
+        "POST", "/api/x", body=b"\x89PNG not json", route_params={"account": "route"}
+    )
+    assert _key("{account}", upload) == "route"
+    with pytest.raises(KeyTemplateError, match="HTTP request"):
+        _key("{order_id}", upload)
+
+
 def test_an_event_hubs_sequence_number_needs_its_partition() -> None:
     with pytest.raises(KeyTemplateError, match=r"only within its partition.*\{PartitionId\}"):
         _key("ingest-{SequenceNumber}", HUB_EVENT)
