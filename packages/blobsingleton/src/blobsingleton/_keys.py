@@ -73,9 +73,8 @@ class TriggerKind:
     partial: frozenset[str] = frozenset()
     completes: frozenset[str] = frozenset()
     partial_reason: str = ""
-
-    def bodies(self, value: Any) -> list[Mapping[str, Any]]:
-        return self.body(value)
+    #: What it offers instead of a body, for errors.
+    instead: str = ""
 
     def describe(self, bodies: list[Mapping[str, Any]]) -> str:
         """The trigger and what it offers a key, for an error (field names, never values)."""
@@ -85,7 +84,7 @@ class TriggerKind:
             f" and {len(fields) - _SHOWN} more" if len(fields) > _SHOWN else ""
         )
         if not self.body_label:
-            offered = "its content is never read for a key"
+            offered = self.instead
         elif fields:
             offered = f"{self.body_label} fields {shown}"
         else:
@@ -205,12 +204,15 @@ BLOB = TriggerKind(
     "blob", "blobTrigger",
     {"BlobTrigger": _attribute("name"), "name": _attribute("name"), "Uri": _attribute("uri"),
      "uri": _attribute("uri"), "ETag": _blob_etag, "etag": _blob_etag},
-    lambda blob: [], "",
+    lambda blob: [], "", instead="its content is never read for a key",
 )  # fmt: skip
 HTTP = TriggerKind(
     "HTTP request", "httpTrigger", {}, _http_sources, "route, query or JSON body"
 )  # fmt: skip
-TIMER = TriggerKind("timer", "timerTrigger", {}, lambda timer: [], "")
+TIMER = TriggerKind(
+    "timer", "timerTrigger", {}, lambda timer: [], "",
+    instead="{occurrence}, with the decorator's schedule=",
+)  # fmt: skip
 
 #: Every kind of trigger argument a key template reads, by the azure.functions class it is.
 TRIGGERS: dict[str, TriggerKind] = {
@@ -301,7 +303,7 @@ class _Call:
 
     def bodies(self, name: str, value: Any, kind: TriggerKind) -> list[Mapping[str, Any]]:
         if name not in self._bodies:
-            self._bodies[name] = kind.bodies(value)
+            self._bodies[name] = kind.body(value)
         return self._bodies[name]
 
     def lookup(self, field: str) -> str:

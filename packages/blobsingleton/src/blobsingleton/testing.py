@@ -294,6 +294,7 @@ from blobsingleton._busy import check_busy_policies as check_busy_policies  # no
 from blobsingleton._busy import check_busy_policy as check_busy_policy  # noqa: E402
 from blobsingleton._trigger_kit import blob_created_event as blob_created_event  # noqa: E402
 from blobsingleton._trigger_kit import blob_input_stream as blob_input_stream  # noqa: E402
+from blobsingleton._trigger_kit import cloud_event as cloud_event  # noqa: E402
 from blobsingleton._trigger_kit import cosmos_documents as cosmos_documents  # noqa: E402
 from blobsingleton._trigger_kit import event_grid_event as event_grid_event  # noqa: E402
 from blobsingleton._trigger_kit import event_hub_event as event_hub_event  # noqa: E402

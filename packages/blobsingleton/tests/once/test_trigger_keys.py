@@ -21,6 +21,7 @@ from blobsingleton._keys import resolve_key
 from blobsingleton.errors import KeyTemplateError
 from blobsingleton.testing import (
     blob_input_stream,
+    cloud_event,
     cosmos_documents,
     event_grid_event,
     event_hub_event,
@@ -54,6 +55,10 @@ DELIVERIES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "event grid": (
         lambda: event_grid_event(ORDER, id="e-1"),
         lambda: event_grid_event(ORDER, id="e-1"),
+    ),
+    "event grid cloudevent": (
+        lambda: cloud_event(ORDER, id="c-1"),
+        lambda: cloud_event(ORDER, id="c-1"),
     ),
     "cosmos db": (
         lambda: cosmos_documents([{"id": "d-1", **ORDER}])[0],
@@ -92,6 +97,9 @@ HUB_EVENT = event_hub_event({"order_id": "A1"}, sequence_number=9, partition_id=
 GRID_EVENT = event_grid_event(
     {"order_id": "A1"}, id="e-3", subject="/orders/A1", event_type="Shop.OrderPlaced"
 )
+CLOUD = cloud_event(
+    {"order_id": "A1"}, id="c-1", source="/shop", type="Shop.OrderPlaced", subject="/orders/A1"
+)
 DOCUMENT = cosmos_documents([{"id": "d-5", "order_id": "A1"}], first_lsn=77)[0]
 BLOB = blob_input_stream(b'{"order_id": "A1"}', name="imports/a.csv", etag="0x8D1")
 
@@ -106,6 +114,7 @@ BLOB = blob_input_stream(b'{"order_id": "A1"}', name="imports/a.csv", etag="0x8D
         ("{partition_id}-{sequence_number}-{Offset}", HUB_EVENT, "4-9-9216"),
         ("{Id}|{Subject}|{EventType}", GRID_EVENT, "e-3|/orders/A1|Shop.OrderPlaced"),
         ("{id}|{subject}|{event_type}", GRID_EVENT, "e-3|/orders/A1|Shop.OrderPlaced"),
+        ("{Id}|{Type}|{Source}|{Subject}", CLOUD, "c-1|Shop.OrderPlaced|/shop|/orders/A1"),
         ("{Id}-{Lsn}-{_lsn}", DOCUMENT, "d-5-77-77"),
         ("{BlobTrigger}@{ETag}", BLOB, "imports/a.csv@0x8D1"),
         ("{name}@{etag}", BLOB, "imports/a.csv@0x8D1"),
@@ -198,6 +207,7 @@ def test_a_blobs_content_is_never_read_for_a_key() -> None:
         (HUB_EVENT, ["Event Hubs event (eventHubTrigger)", "{PartitionId}", "order_id"]),
         (GRID_EVENT, ["Event Grid event (eventGridTrigger)", "data fields order_id", "{Id}"]),
         (DOCUMENT, ["Cosmos DB document (cosmosDBTrigger)", "{Id}", "_lsn"]),
+        (CLOUD, ["Event Grid CloudEvent (eventGridTrigger)", "{Source}", "order_id"]),
         (service_bus_message(b"\x00 not json"), ["no JSON body fields", "{MessageId}"]),
     ],
 )
