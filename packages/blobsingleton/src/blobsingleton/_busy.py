@@ -199,7 +199,9 @@ def guarded(
     """Wrap `fn` (sync or async, signature kept for the worker) in the guard `make_guard` builds
     from each invocation's arguments, in a span `label` names (decorator, key template). DEFER
     is refused on a function that can never take a queue message (all parameters annotated,
-    none as one); a call without one waits as WAIT does."""
+    none as one), naming what fits the trigger they name; a call given another trigger's
+    argument raises before anything is claimed; a call with no trigger argument waits as WAIT
+    does."""
     if busy.policy == Busy.DEFER and not may_take_message(fn):
         raise TypeError(unfit_defer(fn.__qualname__, annotated_trigger(fn)))
     signature = inspect.signature(fn)
