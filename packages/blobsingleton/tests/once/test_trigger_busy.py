@@ -7,6 +7,7 @@ shapes of azure-functions-python-library tests/test_servicebus.py and test_blob.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -100,6 +101,30 @@ def test_defer_given_a_service_bus_message_at_the_call_raises_before_claiming() 
         with pytest.raises(TypeError, match="serviceBusTrigger"):
             charge(service_bus_message({"order_id": "A1"}))
         assert runs == [] and memory.records_of(charge).get("charge-A1") is None
+
+
+def test_an_async_function_refuses_defer_at_the_call_too() -> None:
+    with memory_backends() as memory:
+
+        @once("charge-{order_id}", on_in_progress=Busy.DEFER, queue="q")
+        async def charge(msg: Any) -> None: ...
+
+        with pytest.raises(TypeError, match="serviceBusTrigger"):
+            asyncio.run(charge(service_bus_message({"order_id": "A1"})))
+        assert memory.records_of(charge).get("charge-A1") is None
+
+
+def test_a_defer_under_another_decorator_is_found_at_indexing() -> None:
+    app = func.FunctionApp()
+
+    @app.event_grid_trigger(arg_name="event")
+    @singleton("order-{Id}", on_busy=Busy.WAIT, scope="app")
+    @once("order-{Id}", on_in_progress=Busy.DEFER, queue="q", under_lease=True)
+    def on_order(event):  # type: ignore[no-untyped-def]
+        return None
+
+    with pytest.raises(TypeError, match=r"on_order: .*eventGridTrigger.*Event Grid retries"):
+        check_busy_policies(app.get_functions())
 
 
 def test_defer_given_a_cosmos_db_batch_at_the_call_is_refused() -> None:
