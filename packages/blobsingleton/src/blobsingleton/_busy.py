@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _defaults
+from blobsingleton import _defaults, _keys
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
@@ -168,9 +170,10 @@ def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:
 
 def may_take_message(fn: Callable[..., Any]) -> bool:
     """Whether a queue message can be among `fn`'s arguments: a parameter annotated as one,
-    or one without an annotation (only the call can tell)."""
+    or one without an annotation, or `Any` (only the call can tell)."""
     annotations = [p.annotation for p in inspect.signature(fn).parameters.values()]
-    return any(a is inspect.Parameter.empty or "QueueMessage" in str(a) for a in annotations)
+    anything = (inspect.Parameter.empty, Any, object, "Any", "typing.Any", "object")
+    return any(a in anything or "QueueMessage" in str(a) for a in annotations)
 
 
 class _Unguarded(Guard):
@@ -195,12 +198,11 @@ def guarded(
     """Wrap `fn` (sync or async, signature kept for the worker) in the guard `make_guard` builds
     from each invocation's arguments, in a span `label` names (decorator, key template). DEFER
     is refused on a function that can never take a queue message (all parameters annotated,
-    none as one); a call without one waits as WAIT does."""
+    none as one), naming what fits the trigger they name; a call given another trigger's
+    argument raises before anything is claimed; a call with no trigger argument waits as WAIT
+    does."""
     if busy.policy == Busy.DEFER and not may_take_message(fn):
-        raise TypeError(
-            f"{fn.__qualname__}: Busy.DEFER re-enqueues the invocation's queue message; pass "
-            "the func.QueueMessage to the function it guards"
-        )
+        raise TypeError(unfit_defer(fn.__qualname__, annotated_trigger(fn)))
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 
@@ -234,6 +236,7 @@ def guarded(
     if inspect.iscoroutinefunction(fn):
 
         async def run_async(*args: Any, **kwargs: Any) -> Any:
+            refuse_unfit_arguments(fn, busy, args, kwargs)
             with invocation_scope(kwargs), telemetry.invocation(*label) as call:
                 guard = make_guard(*args, **kwargs)
                 admission = await guard.enter_async(wait)
@@ -254,9 +257,10 @@ def guarded(
                 await off_loop(in_thread(lambda: guard.settle(result, failed=False)))
                 return result
 
-        return entry_point(run_async, fn)  # type: ignore[return-value]
+        return _policies(entry_point(run_async, fn), fn, busy)  # type: ignore[return-value]
 
     def run(*args: Any, **kwargs: Any) -> Any:
+        refuse_unfit_arguments(fn, busy, args, kwargs)
         with invocation_scope(kwargs), telemetry.invocation(*label) as call:
             guard = make_guard(*args, **kwargs)
             admission = guard.enter(wait)
@@ -274,4 +278,123 @@ def guarded(
             guard.settle(result, failed=False)
             return result
 
-    return entry_point(run, fn)  # type: ignore[return-value]
+    return _policies(entry_point(run, fn), fn, busy)  # type: ignore[return-value]
+
+
+# Busy policies that fit the trigger (the library README's table): DEFER re-enqueues a Storage
+# queue message; every other trigger is refused it, by annotation when decorated, by binding
+# when indexed (`check_busy_policy`), by the trigger argument at the call.
+
+#: The busy policies a guarded function carries, outermost decorator last (for indexing).
+POLICIES_ATTRIBUTE = "__blobsingleton_busy__"
+
+#: What fits each trigger when its key is busy, and what the host does after a raise.
+FITS: dict[str, str] = {
+    "serviceBusTrigger": (
+        "Busy.WAIT (after wait_timeout it raises: the host abandons the message and Service "
+        "Bus redelivers it, up to the queue's max delivery count, then dead-letters it), "
+        "Busy.SKIP (the message completes: right when what is busy is a duplicate of it) or a "
+        "callable"
+    ),
+    "eventHubTrigger": (
+        "Busy.WAIT with a retry policy on the function (a raise is not redelivered: the host "
+        "checkpoints past the event), Busy.SKIP or a callable"
+    ),
+    "eventGridTrigger": (
+        "Busy.WAIT (a raise fails the delivery: Event Grid retries it with backoff for up to "
+        "24 hours), Busy.SKIP or a callable"
+    ),
+    "cosmosDBTrigger": (
+        "Busy.WAIT with a retry policy on the function (a raise is not redelivered: the lease "
+        "checkpoints past the batch), Busy.SKIP or a callable"
+    ),
+    "blobTrigger": (
+        "Busy.WAIT (a raise is retried by the blob extension, 5 tries by default, then the "
+        "blob goes to the webjobs-blobtrigger-poison queue), Busy.SKIP or a callable"
+    ),
+    "httpTrigger": (
+        "a callable that returns an HTTP 409 or 429 with Retry-After, Busy.WAIT (a raise is "
+        "an HTTP 500) or Busy.SKIP"
+    ),
+    "timerTrigger": (
+        "Busy.SKIP (another instance runs this occurrence), Busy.WAIT (a raise fails this "
+        "occurrence; a retry policy reruns it) or a callable"
+    ),
+}
+_ANNOTATED = re.compile(
+    r"\b(ServiceBusMessage|EventHubEvent|EventGridEvent|CloudEvent|HttpRequest|TimerRequest"
+    r"|InputStream|DocumentList|Document)\b"
+)
+
+
+def annotated_trigger(fn: Callable[..., Any]) -> str | None:
+    """The binding type of the trigger `fn`'s annotations name, if any (an output binding's
+    `func.Out[...]` names none)."""
+    found: list[str] = []
+    for parameter in inspect.signature(fn).parameters.values():
+        text = str(parameter.annotation)
+        match = _ANNOTATED.search(text)
+        if parameter.annotation is not inspect.Parameter.empty and "Out[" not in text and match:
+            found.append(_keys.TRIGGERS[match.group(1).replace("DocumentList", "Document")].binding)
+    # A blob or Cosmos DB input binding may sit beside another trigger: that trigger first.
+    found.sort(key=lambda binding: binding in ("blobTrigger", "cosmosDBTrigger"))
+    return found[0] if found else None
+
+
+def unfit_defer(function: str, trigger: str | None) -> str:
+    """Why Busy.DEFER cannot guard `function` triggered by `trigger`, and what fits instead."""
+    if trigger is None or trigger not in FITS:
+        return (
+            f"{function}: Busy.DEFER re-enqueues the invocation's Storage queue message; pass "
+            "the func.QueueMessage to the function it guards, or choose Busy.WAIT, Busy.SKIP "
+            "or a callable"
+        )
+    return (
+        f"{function}: Busy.DEFER re-enqueues a Storage queue message, and a {trigger} function "
+        f"has none to re-enqueue; for a {trigger} use {FITS[trigger]}"
+    )
+
+
+def refuse_unfit_arguments(
+    fn: Callable[..., Any], busy: BusyHandling, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """At the call: DEFER given a trigger argument that is not a queue message (a function
+    whose parameters did not say so) raises before anything is claimed."""
+    if busy.policy != Busy.DEFER:
+        return
+    values = [*args, *kwargs.values()]
+    if any(_keys.trigger_of(v) is _keys.QUEUE for v in values):
+        return
+    for value in values:
+        item = _keys.first_item(value)
+        kind = _keys.trigger_of(value if item is None else item)
+        if kind is not None:
+            raise TypeError(unfit_defer(fn.__qualname__, kind.binding))
+
+
+def _policies(
+    wrapper: Callable[..., Any], fn: Callable[..., Any], busy: BusyHandling
+) -> Callable[..., Any]:
+    inner: tuple[BusyPolicy, ...] = getattr(fn, POLICIES_ATTRIBUTE, ())
+    setattr(wrapper, POLICIES_ATTRIBUTE, (*inner, busy.policy))
+    return wrapper
+
+
+def check_busy_policy(function: Callable[..., Any], trigger: str, name: str | None = None) -> None:
+    """Refuse (`TypeError`, naming what fits) a guarded `function` whose busy policy cannot
+    work on the trigger its binding names (`trigger`: the binding type, "serviceBusTrigger").
+    What a host calls when it indexes the app (devhost does); an unguarded function passes."""
+    policies: tuple[BusyPolicy, ...] = getattr(function, POLICIES_ATTRIBUTE, ())
+    if Busy.DEFER in policies and trigger != "queueTrigger":
+        raise TypeError(unfit_defer(name or function.__qualname__, trigger))
+
+
+def check_busy_policies(functions: Iterable[Any]) -> None:
+    """`check_busy_policy` for each indexed function (`azure.functions.Function`: its
+    `get_user_function()` and the trigger binding of its `get_function_json()`), as in a test:
+    `check_busy_policies(app.get_functions())`."""
+    for function in functions:
+        bindings = json.loads(function.get_function_json()).get("bindings", [])
+        triggers = [str(b.get("type", "")) for b in bindings]
+        trigger = next((t for t in triggers if t.endswith("Trigger")), "")
+        check_busy_policy(function.get_user_function(), trigger, function.get_function_name())

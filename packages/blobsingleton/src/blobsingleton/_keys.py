@@ -12,7 +12,8 @@ import re
 import socket
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
@@ -51,6 +52,219 @@ class TimerRequestLike(Protocol):
     def schedule_status(self) -> Mapping[str, Any] | None: ...
 
 
+Getter = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class TriggerKind:
+    """What a key template reads of one kind of trigger argument (docs: the library README)."""
+
+    #: What it is, as an error names it: "Service Bus message".
+    name: str
+    #: The host's binding type: "serviceBusTrigger".
+    binding: str
+    #: Identity names (the host's binding-data name and the Python property) and their values.
+    names: Mapping[str, Getter]
+    #: The mappings a `{field}` is looked up in, in order (none: its content is never read).
+    body: Callable[[Any], list[Mapping[str, Any]]]
+    #: What `body` is, for errors: "JSON body".
+    body_label: str
+    #: Names unique only together with one of `completes` (an Event Hubs sequence number).
+    partial: frozenset[str] = frozenset()
+    completes: frozenset[str] = frozenset()
+    partial_reason: str = ""
+    #: What it offers instead of a body, for errors.
+    instead: str = ""
+
+    def describe(self, bodies: list[Mapping[str, Any]]) -> str:
+        """The trigger and what it offers a key, for an error (field names, never values)."""
+        names = ", ".join(f"{{{n}}}" for n in self.names) or "none"
+        fields = sorted({f for source in bodies for f in source if _FIELD.fullmatch(f"{{{f}}}")})
+        shown = ", ".join(fields[:_SHOWN]) + (
+            f" and {len(fields) - _SHOWN} more" if len(fields) > _SHOWN else ""
+        )
+        if not self.body_label:
+            offered = self.instead
+        elif fields:
+            offered = f"{self.body_label} fields {shown}"
+        else:
+            offered = f"no {self.body_label} fields (not a JSON object, or empty)"
+        return f"a {self.name} ({self.binding}): {offered}; identity names {names}"
+
+
+_SHOWN = 10
+
+
+def _attribute(name: str) -> Getter:
+    return lambda value: getattr(value, name, None)
+
+
+def _aliases(**pairs: str) -> dict[str, Getter]:
+    """Each binding-data name and its Python property, both reading the property."""
+    names: dict[str, Getter] = {}
+    for binding_name, prop in pairs.items():
+        names[binding_name] = names[prop] = _attribute(prop)
+    return names
+
+
+def _json_body(value: Any) -> list[Mapping[str, Any]]:
+    body = _json_object(value.get_body())
+    return [] if body is None else [body]
+
+
+def _event_data(value: Any) -> list[Mapping[str, Any]]:
+    data = value.get_json()
+    return [data] if isinstance(data, Mapping) else []
+
+
+def _partition_id(event: Any) -> Any:
+    context = (getattr(event, "metadata", None) or {}).get("PartitionContext")
+    return context.get("PartitionId") if isinstance(context, Mapping) else None
+
+
+def _blob_etag(blob: Any) -> Any:
+    """`Properties.ETag` when the host sent it as text. The blob extension of today's bundles
+    (Azure.Storage.Blobs) sends `Azure.ETag` serialised as `{}`: no version there (None)."""
+    properties = getattr(blob, "blob_properties", None)
+    etag = properties.get("ETag") if isinstance(properties, Mapping) else None
+    return etag if isinstance(etag, str) and etag.strip() else None
+
+
+def _http_sources(request: Any) -> list[Mapping[str, Any]]:
+    """Route, then query parameters, then the JSON body (parsed only if a field gets there)."""
+    return [request.route_params, request.params, _LazyJsonBody(request)]
+
+
+class _LazyJsonBody(Mapping[str, Any]):
+    """An HTTP request's JSON object body, parsed at the first look (empty if none)."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+        self._fields: Mapping[str, Any] | None = None
+
+    def _load(self) -> Mapping[str, Any]:
+        if self._fields is None:
+            get_body = getattr(self._request, "get_body", None)
+            body = _json_object(get_body()) if callable(get_body) else None
+            self._fields = body or {}
+        return self._fields
+
+    def __getitem__(self, field: str) -> Any:
+        return self._load()[field]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+def _document_field(field: str) -> Getter:
+    return lambda document: document.get(field)
+
+
+QUEUE = TriggerKind(
+    "Storage queue message", "queueTrigger",
+    {"Id": _attribute("id"), "DequeueCount": _attribute("dequeue_count"),
+     "dequeue_count": _attribute("dequeue_count")},
+    _json_body, "JSON body",
+)  # fmt: skip
+SERVICE_BUS = TriggerKind(
+    "Service Bus message", "serviceBusTrigger",
+    _aliases(MessageId="message_id", DeliveryCount="delivery_count", SessionId="session_id",
+             SequenceNumber="sequence_number", CorrelationId="correlation_id"),
+    _json_body, "JSON body",
+)  # fmt: skip
+EVENT_HUBS = TriggerKind(
+    "Event Hubs event", "eventHubTrigger",
+    {**_aliases(SequenceNumber="sequence_number", Offset="offset", PartitionKey="partition_key"),
+     "PartitionId": _partition_id, "partition_id": _partition_id},
+    _json_body, "JSON body",
+    partial=frozenset({"SequenceNumber", "sequence_number", "Offset", "offset"}),
+    completes=frozenset({"PartitionId", "partition_id"}),
+    partial_reason=(
+        "identifies an Event Hubs event only within its partition: add {PartitionId} to the "
+        "key, as in 'ingest-{PartitionId}-{SequenceNumber}'"
+    ),
+)  # fmt: skip
+EVENT_GRID = TriggerKind(
+    "Event Grid event", "eventGridTrigger",
+    _aliases(Id="id", Subject="subject", EventType="event_type", Topic="topic"),
+    _event_data, "data",
+)  # fmt: skip
+CLOUD_EVENT = TriggerKind(
+    "Event Grid CloudEvent", "eventGridTrigger",
+    _aliases(Id="id", Subject="subject", Type="type", Source="source"),
+    _event_data, "data",
+)  # fmt: skip
+COSMOS_DOCUMENT = TriggerKind(
+    "Cosmos DB document", "cosmosDBTrigger",
+    {"Id": _document_field("id"), "Lsn": _document_field("_lsn"),
+     "ETag": _document_field("_etag")},
+    lambda document: [document], "document",
+)  # fmt: skip
+BLOB = TriggerKind(
+    "blob", "blobTrigger",
+    {"BlobTrigger": _attribute("name"), "name": _attribute("name"), "Uri": _attribute("uri"),
+     "uri": _attribute("uri"), "ETag": _blob_etag, "etag": _blob_etag},
+    lambda blob: [], "", instead="its content is never read for a key",
+)  # fmt: skip
+HTTP = TriggerKind(
+    "HTTP request", "httpTrigger", {}, _http_sources, "route, query or JSON body"
+)  # fmt: skip
+TIMER = TriggerKind(
+    "timer", "timerTrigger", {}, lambda timer: [], "",
+    instead="{occurrence}, with the decorator's schedule=",
+)  # fmt: skip
+
+#: Every kind of trigger argument a key template reads, by the azure.functions class it is.
+TRIGGERS: dict[str, TriggerKind] = {
+    "ServiceBusMessage": SERVICE_BUS, "EventHubEvent": EVENT_HUBS,
+    "EventGridEvent": EVENT_GRID, "CloudEvent": CLOUD_EVENT, "Document": COSMOS_DOCUMENT,
+    "InputStream": BLOB, "HttpRequest": HTTP, "QueueMessage": QUEUE, "TimerRequest": TIMER,
+}  # fmt: skip
+
+
+def trigger_of(value: Any) -> TriggerKind | None:
+    """The trigger kind of an argument: by its azure.functions class, else by its shape (an
+    HTTP request, a queue message, a timer, as the library's protocols read them)."""
+    if isinstance(value, (str, bytes, int, float, list, tuple)) or value is None:
+        return None
+    kind = _kind_of_class(type(value))
+    if kind is not None:
+        return kind
+    if isinstance(value, HttpRequestLike):
+        return HTTP
+    if isinstance(value, QueueMessageLike):
+        return QUEUE
+    if isinstance(value, TimerRequestLike):
+        return TIMER
+    return None
+
+
+def first_item(value: Any) -> Any:
+    """The first item of a batch argument (a list, a `func.DocumentList`), else None."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value):
+        return value[0]
+    return None
+
+
+_KINDS: dict[type, TriggerKind | None] = {}
+
+
+def _kind_of_class(cls: type) -> TriggerKind | None:
+    if cls not in _KINDS:
+        _KINDS[cls] = next(
+            (
+                TRIGGERS[base.__name__]
+                for base in cls.__mro__
+                if base.__module__.startswith("azure.functions") and base.__name__ in TRIGGERS
+            ),
+            None,
+        )
+    return _KINDS[cls]
+
+
 def resolve_key(
     template: str,
     signature: inspect.Signature,
@@ -59,32 +273,87 @@ def resolve_key(
     *,
     schedule: str | None = None,
 ) -> str:
-    """The key `template` names for one invocation of a function with `signature`."""
+    """The key `template` names for one invocation of a function with `signature`.
+
+    A `{field}` is, first match wins: an argument (`{account}`, or a path through it,
+    `{msg.message_id}`); a field of a trigger argument's body (`TriggerKind.body`: a JSON
+    body's top-level field, an Event Grid event's `data`, a Cosmos DB document; an HTTP
+    request's route, then query parameters, then JSON body); one of a trigger argument's
+    identity names (`TriggerKind.names`: the host's binding-data name, `{MessageId}`, or the
+    Python property, `{message_id}`); a timer's `{occurrence}`. A body field overrides an
+    identity name of the same spelling, as in WebJobs' binding data; a path through the
+    argument always reaches the property."""
     bound = signature.bind_partial(*args, **kwargs).arguments
     text = resolve_placeholders(template)
-    return _FIELD.sub(lambda m: _lookup(template, m.group(1), bound, schedule), text)
+    call = _Call(template, bound, schedule)
+    key = _FIELD.sub(lambda m: call.lookup(m.group(1)), text)
+    call.check()
+    return key
 
 
-def _lookup(template: str, field: str, bound: Mapping[str, Any], schedule: str | None) -> str:
-    head, *path = field.split(".")
-    if head in bound:
-        return _follow(template, field, bound[head], path)
-    for value in bound.values():
-        if isinstance(value, HttpRequestLike):
-            for source in (value.route_params, value.params):
+class _Call:
+    """One invocation's arguments as a key template reads them (bodies parsed once)."""
+
+    def __init__(self, template: str, bound: Mapping[str, Any], schedule: str | None) -> None:
+        self.template, self.bound, self.schedule = template, bound, schedule
+        self.triggers = [
+            (name, value, kind)
+            for name, value in bound.items()
+            if (kind := trigger_of(value)) is not None
+        ]
+        self._bodies: dict[str, list[Mapping[str, Any]]] = {}
+        self._used: dict[str, set[str]] = {}
+
+    def bodies(self, name: str, value: Any, kind: TriggerKind) -> list[Mapping[str, Any]]:
+        if name not in self._bodies:
+            self._bodies[name] = kind.body(value)
+        return self._bodies[name]
+
+    def lookup(self, field: str) -> str:
+        template = self.template
+        head, *path = field.split(".")
+        if head in self.bound:
+            return _follow(template, field, self.bound[head], path)
+        for name, value, kind in self.triggers:
+            for source in self.bodies(name, value, kind):
                 if head in source:
                     return _follow(template, field, source[head], path)
-        elif isinstance(value, QueueMessageLike):
-            body = _json_object(value)
-            if body is not None and head in body:
-                return _follow(template, field, body[head], path)
-        elif isinstance(value, TimerRequestLike) and head == "occurrence" and not path:
-            return _occurrence(template, value, schedule)
-    raise KeyTemplateError(
-        template,
-        field,
-        "is not an argument, a JSON body field, a route or query parameter of this invocation",
-    )
+        for name, value, kind in self.triggers:
+            if head in kind.names:
+                self._used.setdefault(name, set()).add(head)
+                return _follow(template, field, kind.names[head](value), path)
+            if head == "occurrence" and not path and kind is TIMER:
+                return _occurrence(template, value, self.schedule)
+        raise KeyTemplateError(template, field, self._not_found())
+
+    def check(self) -> None:
+        """Refuse a key made of names that identify an item only together with another."""
+        for name, _, kind in self.triggers:
+            used = self._used.get(name, set())
+            partial = sorted(used & kind.partial)
+            if partial and not used & kind.completes:
+                raise KeyTemplateError(self.template, partial[0], kind.partial_reason)
+
+    def _not_found(self) -> str:
+        """What the invocation offers instead: its arguments, per trigger argument its body
+        and identity names, and why a list has none."""
+        offers = [f"arguments: {', '.join(self.bound) or 'none'}"]
+        for name, value, kind in self.triggers:
+            offers.append(f"{name} is {kind.describe(self.bodies(name, value, kind))}")
+        for name, value in self.bound.items():
+            first = first_item(value)
+            if first is not None:
+                item = trigger_of(first)
+                if item is not None:
+                    offers.append(
+                        f"{name} is a list of {len(value)} {item.name}s (a batch, "
+                        "cardinality many): a key template names one item"
+                    )
+        return (
+            "is not an argument, a body field or an identity name of this invocation ("
+            + "; ".join(offers)
+            + ")"
+        )
 
 
 #: Values a key may be made of. Anything else (a list, a dict, an object) has no one spelling.
@@ -117,12 +386,12 @@ def function_scope(fn: Callable[..., Any]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{fn.__module__}.{fn.__qualname__}")
 
 
-def _json_object(message: QueueMessageLike) -> dict[str, Any] | None:
+def _json_object(body: bytes | str) -> dict[str, Any] | None:
     try:
-        body = json.loads(message.get_body())
+        parsed = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    return body if isinstance(body, dict) else None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _occurrence(
