@@ -401,6 +401,9 @@ class _Counter:
 
 #: Envelope problems a checkpoint keeps (the reason quotes 5 and counts the rest).
 MAX_KEPT_PROBLEMS = 5
+#: Envelope problems after which the envelope pass stops reading: the file is rejected whole
+#: anyway, and junk has one per segment (`edi_reader.scan_envelope`'s `max_problems`).
+MAX_ENVELOPE_PROBLEMS = 100
 
 
 def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
@@ -414,10 +417,11 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
         offset = int(resume["offset"]) if resume else 0
         text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
                          size=int(blob.size or 0))  # fmt: skip
-        found, resume = scan_envelope(text, resume, stop, limits=run.limits, ack=run.ack)
+        found, resume = scan_envelope(text, resume, stop, limits=run.limits, ack=run.ack,
+                                      max_problems=MAX_ENVELOPE_PROBLEMS - count)  # fmt: skip
         problems = (problems + found)[:MAX_KEPT_PROBLEMS]
         count += len(found)
-        if resume is None:
+        if resume is None or count >= MAX_ENVELOPE_PROBLEMS:
             break
         ack = None
         if run.ack is not None:  # what the scan read from this INS on, it reads again
@@ -432,6 +436,8 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
             raise _OutOfTime
     if count:
         extra = f"; {count - 5} more" if count > 5 else ""
+        if count >= MAX_ENVELOPE_PROBLEMS:
+            extra += " (not read further)"
         raise SourceFileError("X12 envelope errors: " + "; ".join(problems[:5]) + extra)
     state.update(phase="members", resume=None, next_record=0, problems=[], problem_count=0,
                  ack=None)  # fmt: skip

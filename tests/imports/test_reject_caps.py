@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
@@ -16,12 +17,14 @@ from harness import import_samples as samples
 from shared.imports import file_mover
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.config import ImportSettings, check
-from shared.imports.importer import run_import
+from shared.imports.edi_reader import scan_envelope
+from shared.imports.importer import MAX_ENVELOPE_PROBLEMS, run_import
 from shared.imports.layout import Layout
 from shared.imports.records import SourceRecord
 from shared.imports.rejects import RejectWriter
 from shared.imports.request import ImportRequest
 from shared.imports.staged_blob import MAX_BLOCKS
+from shared.imports.text_stream import ChunkedText
 from shared.settings import InvalidSetting
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv, Killed
@@ -278,6 +281,25 @@ def test_a_junk_834_without_an_envelope_is_rejected_whole_for_the_price_of_a_rea
     found = _file(run_import(RUN, 1, email=False), "noise.834")
     assert found["status"] == "rejected" and found["rejected"] == 0
     assert found["error"].startswith("X12 envelope errors")
+    assert found["error"].endswith("; 95 more (not read further)")
     written = [n for n in imports_env.blob_names("acme/") if "/incoming/" not in n]
     sizes = sum(len(imports_env.read(n)) for n in written if not n.endswith("/noise.834"))
     assert sizes < 20_000  # reason, report, checkpoint, acknowledgment: not the file's size
+
+
+def test_the_envelope_pass_stops_reading_junk_at_its_problem_cap() -> None:
+    """Noise after an ISA is a problem per segment and has no INS to checkpoint at: the
+    envelope pass stops at MAX_ENVELOPE_PROBLEMS instead of reading (and holding a problem
+    for) every segment of the file."""
+    noise = samples.junk_834_noise(64 * 1024**2)  # 64 MiB offered
+    served = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal served
+        for start in range(0, len(noise), 64 * 1024):
+            served += 64 * 1024
+            yield noise[start : start + 64 * 1024]
+
+    found, resume = scan_envelope(ChunkedText(chunks()), max_problems=MAX_ENVELOPE_PROBLEMS)
+    assert resume is None and len(found) >= MAX_ENVELOPE_PROBLEMS
+    assert served <= 2 * 64 * 1024  # read: about 100 segments of 6 bytes, not 64 MiB
