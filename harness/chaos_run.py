@@ -225,7 +225,8 @@ def run(
     azurite = RestartableAzurite()
     try:
         azurite.start()
-        direct = StorageAccount(connection_string=azurite.connection_string)
+        # the harness's own reads and writes, retried to outlast the faults (`kit`)
+        direct = kit.harness_account(StorageAccount(connection_string=azurite.connection_string))
         workload = Workload(instances, seconds, schedule, direct)
         app_settings = _configure_this_process(workload, app_dir)
         with fault_proxies(azurite, seed, rates) as proxies, CallbackReceiver() as receiver:

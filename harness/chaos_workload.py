@@ -121,8 +121,8 @@ class Workload:
 
     def container(self, setting: str) -> Any:
         """The harness's own client for one of the run's containers."""
-        account = self.storage.with_options(raw_request_hook=kit.scenario_counter)
-        return account.blob_service().get_container_client(self.containers[setting])
+        service = kit.harness_account(self.storage).blob_service()
+        return service.get_container_client(self.containers[setting])
 
     # the instances
 

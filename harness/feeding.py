@@ -16,9 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from azure.core.exceptions import ResourceNotFoundError
-
-from shared import storage
+from harness import kit
 from shared.jobs import JobRequest, JobStore, submit_job
 from shared.jobs.submit import Enqueuer, enqueue_units
 
@@ -27,11 +25,7 @@ CHUNK = 250
 
 
 def queue_depth(name: str) -> int:
-    try:
-        props = storage.queue_client(name).get_queue_properties()
-    except ResourceNotFoundError:
-        return 0
-    return int(props.approximate_message_count or 0)
+    return kit.queue_depths([name])[name]
 
 
 def paced(max_backlog: int, stop: threading.Event | None = None) -> Enqueuer:

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
-from azure.storage.queue import BinaryBase64EncodePolicy, QueueClient
+from blobsingleton import StorageAccount
 
 from devhost.app_settings import instance_id
 from devhost.supervisor import HostOptions, Supervisor
+from harness import kit
 
 APP_DIR = str(Path(__file__).resolve().parent / "apps")
 
@@ -48,13 +49,10 @@ def _wait(predicate: Any, timeout: float) -> Any:
 
 
 def _send(connection_string: str, queue: str, body: bytes) -> None:
-    client = QueueClient.from_connection_string(
-        connection_string, queue, message_encode_policy=BinaryBase64EncodePolicy()
-    )
-    with client:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        client.send_message(body)
+    client = kit.queue_client(queue, StorageAccount(connection_string=connection_string))
+    with contextlib.suppress(ResourceExistsError):
+        client.create_queue()
+    client.send_message(body)
 
 
 def measure_handoff(

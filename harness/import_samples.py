@@ -107,3 +107,53 @@ def edi_bytes(rows: Iterator[SampleMember] | list[SampleMember], *, control: int
         f"IEA*1*{control:09d}",
     ]
     return ("~\n".join(segments) + "~\n").encode("ascii")
+
+
+# -- junk: what a sender's broken export or a wrong file looks like -------------------------
+
+
+def junk_csv_short_lines(size: int) -> bytes:
+    """The header, then `a` lines up to `size` bytes: every line a reject (wrong column
+    count), 2 bytes of input each."""
+    header = (",".join(FIELDS) + "\n").encode("ascii")
+    return header + b"a\n" * max(0, (size - len(header)) // 2)
+
+
+def junk_csv_unterminated_quote(size: int) -> bytes:
+    """A row whose quote never closes, then `a` lines up to `size` bytes: the quoted field
+    runs to the csv module's field limit, then every line is a reject."""
+    header = (",".join(FIELDS) + "\n").encode("ascii")
+    head = header + b'M1,"never closed,X,1980-01-01,GOLD,2026-01-01,\n'
+    return head + b"a\n" * max(0, (size - len(head)) // 2)
+
+
+def junk_csv_quotes(size: int) -> bytes:
+    """Lines of one quote each up to `size` bytes: every field spans lines to the limit."""
+    header = (",".join(FIELDS) + "\n").encode("ascii")
+    return header + b'"\n' * max(0, (size - len(header)) // 2)
+
+
+def junk_834_loops(size: int) -> bytes:
+    """A valid interchange of audit (030) member loops whose birth dates are junk: every
+    loop a reject (an element error pyx12 finds, acknowledged in the 999), about 70 bytes of
+    input each, up to `size` bytes."""
+    loops: list[str] = []
+    for i in range(max(1, (size - 400) // 70)):
+        loops += ["INS*Y*18*030*XN*A*E**FT", f"REF*0F*J{i:07d}", "NM1*IL*1*JUNK*JUNK",
+                  "DMG*D8*NOTADATE*F"]  # fmt: skip
+    return _interchange_of(loops)
+
+
+def junk_834_noise(size: int) -> bytes:
+    """A readable ISA, then segments of noise up to `size` bytes (no GS, ST, IEA)."""
+    head = edi_bytes([]).split(b"~\n", 1)[0] + b"~\n"
+    return head + b"XX*1~\n" * max(0, (size - len(head)) // 6)
+
+
+def _interchange_of(body: list[str], control: int = 1) -> bytes:
+    """`edi_bytes` with the member loops given as segments."""
+    whole = edi_bytes([], control=control).decode("ascii").split("~\n")
+    at = whole.index("N1*IN*SAMPLE PAYER*FI*987654321") + 1
+    st = whole[whole.index("ST*834*0001*005010X220A1") : at]
+    segments = [*whole[:2], *st, *body, f"SE*{len(st) + len(body) + 1}*0001", *whole[-3:-1]]
+    return ("~\n".join(segments) + "~\n").encode("ascii")

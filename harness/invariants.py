@@ -305,7 +305,9 @@ def observe(
 
     assert workload.storage.connection_string is not None
     members = TableServiceClient.from_connection_string(
-        workload.storage.connection_string, raw_request_hook=kit.scenario_counter
+        workload.storage.connection_string,
+        raw_request_hook=kit.scenario_counter,
+        **kit.harness_table_options(),
     ).get_table_client(workload.table)
     container = workload.container("IMPORTS_CONTAINER")
     results = []

@@ -25,12 +25,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import blobsingleton.config
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import LinearRetry
 from blobsingleton import StorageAccount
-from blobsingleton.config import from_settings
+from blobsingleton.config import RETRY, from_settings
 
 from devhost.app_settings import AppSettings, load_app_settings
-from devhost.request_counting import RequestCounter
+from devhost.request_counting import RequestCounter, request_counter
 from devhost.supervisor import HostOptions, Supervisor, Totals
 from devhost.worker import apply_settings
 from harness import services
@@ -49,6 +51,37 @@ log = logging.getLogger("harness.scenario")
 scenario_counter = RequestCounter()
 
 
+#: The harness's own storage requests (setup, feeding, watching queue depths, reading the
+#: outcomes) are retried as the app's clients retry theirs, `blobsingleton.config.RETRY`
+#: (about a second apart, jittered), only more times: the harness watches a run through the
+#: faults it injects and must outlast them. With 10 % ServerBusy and 10 % lost answers, the
+#: app's 3 retries leave one call in 625 failing (0.2^4), and a run's watch makes hundreds
+#: (the app has the host's redelivery behind its own); 10 leave one in 50 million.
+HARNESS_RETRIES = 10
+
+
+def harness_retry() -> LinearRetry:
+    """The retry policy of the harness's blob and queue clients (`HARNESS_RETRIES`)."""
+    retries = {f"retry_{kind}": HARNESS_RETRIES for kind in ("total", "connect", "read", "status")}
+    options: dict[str, Any] = {**RETRY, **retries}  # each kind's own count is 3 by default
+    return LinearRetry(**options)
+
+
+def harness_table_options() -> dict[str, Any]:
+    """The same for a Tables client (azure-core's policy: fixed waits of RETRY's backoff)."""
+    return {"retry_total": HARNESS_RETRIES, "retry_mode": "fixed",
+            "retry_backoff_factor": RETRY["backoff"]}  # fmt: skip
+
+
+def patient_clients() -> None:
+    """Every storage client this process builds from settings from now on (the app's and the
+    library's readers the harness uses: the outbox, the job store, `blobsingleton.ops`)
+    retries as `harness_retry`, and is counted as `devhost.request_counting.install` counts."""
+    blobsingleton.config.set_client_options(
+        raw_request_hook=request_counter, retry_policy=harness_retry()
+    )
+
+
 def new_run_id() -> str:
     """A short id that makes queue and container names unique to one run."""
     return uuid.uuid4().hex[:8]
@@ -60,6 +93,7 @@ def use_app_settings(app_dir: str = ".") -> AppSettings:
     for note in settings.notes:
         log.info("%s", note)
     apply_settings(dict(settings.values))
+    patient_clients()
     return settings
 
 
@@ -100,14 +134,16 @@ def functions_bound_to(
 Connection = str | StorageAccount
 
 
-def _account(connection: Connection) -> StorageAccount:
+def harness_account(connection: Connection) -> StorageAccount:
+    """The account for the harness's own requests: counted as the scenario's, not the
+    app's, and retried as `harness_retry`."""
     account = from_settings(connection) if isinstance(connection, str) else connection
-    return account.with_options(raw_request_hook=scenario_counter)
+    return account.with_options(raw_request_hook=scenario_counter, retry_policy=harness_retry())
 
 
 def queue_client(name: str, connection: Connection = "AzureWebJobsStorage") -> Any:
     """A queue client with the host's encoding, counted as the scenario's, not the app's."""
-    service = _account(connection).queue_service()
+    service = harness_account(connection).queue_service()
     return encoded_queue_client(service, name)
 
 
@@ -139,6 +175,11 @@ def add_server_error_arguments(parser: argparse.ArgumentParser) -> None:
         "one (e.g. outbox: the recording stand-in for the email provider); repeatable",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="the server errors' seed")
+    parser.add_argument(
+        "--faults-on-harness", action="store_true",
+        help="with --server-errors: the harness's own requests (setup, feeding, watching, "
+        "reading the outcome) go through the proxies too, as on an account under load",
+    )  # fmt: skip
 
 
 def _server_error_rates(text: str) -> FaultRates:
@@ -197,12 +238,14 @@ def scenario_storage(
     server_errors: FaultRates | None = None,
     spare: tuple[str, ...] = (),
     seed: int = 1,
+    faults_on_harness: bool = False,
 ) -> Iterator[None]:
     """Run against a private Azurite when asked, or when the app's storage is the local
     emulator (`UseDevelopmentStorage=true`) and nothing listens on its port; else against the
     account AzureWebJobsStorage names. `server_errors`: a private Azurite, with seeded fault
     proxies between it and the instances (`instance_storage`); the harness's own requests
-    (setup, feeding, counting) go to Azurite directly."""
+    (setup, feeding, counting) go to Azurite directly, or with `faults_on_harness` through
+    the proxies too (they retry as `harness_retry`)."""
     if not (private_azurite or server_errors or development_storage_down(app_dir)):
         yield
         return
@@ -214,6 +257,8 @@ def scenario_storage(
             return
         with fault_proxies(azurite, seed, server_errors, spare) as proxies:
             _proxied.proxies = proxies
+            if faults_on_harness:
+                os.environ["AzureWebJobsStorage"] = proxied_connection_string(proxies)
             try:
                 yield
             finally:
@@ -259,14 +304,14 @@ def delete_queues(names: Iterable[str], connection: Connection = "AzureWebJobsSt
 
 
 def create_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
-    service = _account(connection).blob_service()
+    service = harness_account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceExistsError):
             service.create_container(name)
 
 
 def delete_containers(names: Iterable[str], connection: Connection = "AzureWebJobsStorage") -> None:
-    service = _account(connection).blob_service()
+    service = harness_account(connection).blob_service()
     for name in names:
         with contextlib.suppress(ResourceNotFoundError):
             service.delete_container(name)

@@ -148,6 +148,8 @@ var appSettings = {
   IMPORT_MAX_FILE_BYTES: '1073741824'
   IMPORT_MAX_FAMILY_DEPENDENTS: '200'
   IMPORT_MAX_LOOP_SEGMENTS: '2000'
+  IMPORT_MAX_REJECTS: '10000'
+  IMPORT_MAX_REJECT_BYTES: '16777216'
   IMPORT_DEPENDENT_ID_KEY: empty(importDependentIdKeySecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${importDependentIdKeySecretUri})'
   MEMBERS_TABLE: 'Members'
   IMPORT_REPORT_TO: importReportTo

@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.data.tables import TableServiceClient
-from blobsingleton.config import from_settings
 
 from devhost.supervisor import HostOptions, Supervisor
 from harness import import_samples as samples
@@ -231,7 +230,7 @@ def run(
     }
     queues = {"IMPORT_QUEUE": f"imp-{run_id}", "NOTIFICATIONS_QUEUE": f"ntf-{run_id}"}
     table = f"Members{run_id}"
-    account = from_settings().with_options(raw_request_hook=_common.scenario_counter)
+    account = _common.harness_account("AzureWebJobsStorage")
     blob_service = account.blob_service()
     _common.create_containers(containers.values())
     _common.reset_queues(queues.values())
@@ -272,7 +271,9 @@ def run(
     totals = supervisor.totals()
     emails = read_outbox(containers["EMAIL_OUTBOX_CONTAINER"])
     members = TableServiceClient.from_connection_string(
-        account.connection_string or "", raw_request_hook=_common.scenario_counter
+        account.connection_string or "",
+        raw_request_hook=_common.scenario_counter,
+        **_common.harness_table_options(),
     ).get_table_client(table)
     report = ImportsReport(
         run_id=run_id,

@@ -227,7 +227,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     with kit.scenario_storage(
         args.azurite, args.app_dir, server_errors=args.server_errors, spare=tuple(args.spare),
-        seed=args.seed,
+        seed=args.seed, faults_on_harness=args.faults_on_harness,
     ):  # fmt: skip
         report = run(
             args.instances,

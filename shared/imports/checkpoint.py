@@ -6,13 +6,16 @@ every chunk of records whose rows are committed:
     {"token": 7, "file": "members.csv", "etag": "...", "phase": "members",
      "resume": {"offset": 7340032, "line": 50001},     # the reader's own resume point
      "next_record": 50002,                              # first record not yet done
-     "report": {...the file's counts so far...}, "rejects": {"blocks": 3, "count": 12},
+     "report": {...the file's counts so far...},
+     "rejects": {"blocks": 3, "count": 12, "bytes": 1830},   # `rejects.RejectWriter.stage`
      "audit": {...}, "facts": {...}, "problems": [...], "chunks": 10, "invocations": 2}
 
 `resume` is what the reader needs to start at `offset` (a range read) without reading
 what came before: for a CSV the line count, for an 834 the transaction set's header to
-replay and pyx12's counters (`edi_reader`). `phase` is "envelope" (an 834's first pass)
-or "members". A file finished (moved out of incoming/) drops the checkpoint's file part.
+replay and pyx12's counters (`edi_reader`). `phase` is "envelope" (an 834's first pass),
+"members", "sweep" (read to its end), or "stopped" (its rejects reached their cap, the reason
+in "stopped": what is left is to commit and move, `importer._stop_file`). A file finished
+(moved out of incoming/) drops the checkpoint's file part.
 
 Fenced like the member rows: every write has `If-Match` on the ETag this holder last saw
 (or `If-None-Match: *` for the first), and a holder starts by writing its token into it,

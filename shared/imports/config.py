@@ -8,6 +8,10 @@
                                    member of the family is rejected, each as it is read
     IMPORT_MAX_LOOP_SEGMENTS       segments one 834 member loop (INS to the next INS), or one
                                    transaction set's header, may have (2000)
+    IMPORT_MAX_REJECTS             rejected records one file may have (10,000): the next one
+                                   stops the file (`importer._stop_file`)
+    IMPORT_MAX_REJECT_BYTES        bytes of one file's rejected records (16 MiB, 1 KiB to
+                                   4 GiB): a reject that would pass it stops the file
     IMPORT_DEPENDENT_ID_KEY        optional: a secret (16 to 64 characters) that keys the hash
                                    of a dependent's identity (`dependents.py`); unset: unkeyed
 
@@ -34,6 +38,10 @@ MAX_LANES = 16
 DEFAULT_MAX_FILE_BYTES = 1024**3
 DEFAULT_MAX_FAMILY_DEPENDENTS = 200
 DEFAULT_MAX_LOOP_SEGMENTS = 2000
+DEFAULT_MAX_REJECTS = 10_000
+DEFAULT_MAX_REJECT_BYTES = 16 * 1024**2
+#: The reject byte cap's range: at 4 GiB the rejected file is about 4,096 blocks of 1 MiB.
+REJECT_BYTES_RANGE = (1024, 4 * 1024**3)
 #: The dependent id key's length in bytes (BLAKE2b accepts keys up to 64 bytes).
 ID_KEY_BYTES = (16, 64)
 
@@ -60,6 +68,8 @@ class ImportSettings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     max_family_dependents: int = DEFAULT_MAX_FAMILY_DEPENDENTS
     max_loop_segments: int = DEFAULT_MAX_LOOP_SEGMENTS
+    max_rejects: int = DEFAULT_MAX_REJECTS
+    max_reject_bytes: int = DEFAULT_MAX_REJECT_BYTES
     dependent_id_key: bytes = b""
 
     @classmethod
@@ -78,6 +88,10 @@ class ImportSettings:
             max_loop_segments=whole_setting(
                 "IMPORT_MAX_LOOP_SEGMENTS", DEFAULT_MAX_LOOP_SEGMENTS, 10
             ),
+            max_rejects=whole_setting("IMPORT_MAX_REJECTS", DEFAULT_MAX_REJECTS, 1),
+            max_reject_bytes=whole_setting(
+                "IMPORT_MAX_REJECT_BYTES", DEFAULT_MAX_REJECT_BYTES, *REJECT_BYTES_RANGE
+            ),
             dependent_id_key=_id_key(),
         )
 
@@ -87,6 +101,7 @@ class ImportSettings:
             f"lanes={self.lanes}, max_file_bytes={self.max_file_bytes}, "
             f"max_family_dependents={self.max_family_dependents}, "
             f"max_loop_segments={self.max_loop_segments}, "
+            f"max_rejects={self.max_rejects}, max_reject_bytes={self.max_reject_bytes}, "
             f"dependent_id_key={'set' if self.dependent_id_key else 'unset'})"
         )
 

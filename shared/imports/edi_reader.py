@@ -617,11 +617,15 @@ def scan_envelope(
     *,
     limits: ReadLimits | None = None,
     ack: AckWriter | None = None,
+    max_problems: int | None = None,
 ) -> tuple[list[str], dict[str, Any] | None]:
     """Pass 1, resumable: (problems found, None) at the end of the file, or (problems found
     so far, where to resume) when `stop()` said so at a member loop (INS). `resume`: such a
     point, `stream` starting at its byte offset. `ack`: acknowledges what it reads (kept
-    only if the file is rejected: the members pass acknowledges an accepted one)."""
+    only if the file is rejected: the members pass acknowledges an accepted one).
+    `max_problems`: (problems, None) as soon as that many are found, the rest unread: the
+    file is rejected whole anyway, and junk (noise after an ISA: a problem per segment, no
+    INS to checkpoint at) would otherwise be read to its end in one go, its problems held."""
     limits = limits or ReadLimits()
     problems: list[str] = []
     in_member = False
@@ -645,6 +649,8 @@ def scan_envelope(
             in_member = False
         if seg.errors and not in_member:
             problems.extend(f"segment {seg.number} ({seg.seg_id}): {e}" for e in seg.errors)
+        if max_problems is not None and len(problems) >= max_problems:
+            return problems, None
     return problems, None
 
 

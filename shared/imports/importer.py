@@ -37,7 +37,9 @@ Inputs are bounded where they enter (`config.py`): a file name is checked when `
 is listed (`layout.check_file_name`: a name with ".." is refused, never read); a file over
 IMPORT_MAX_FILE_BYTES is rejected whole unread; an 834 family over
 IMPORT_MAX_FAMILY_DEPENDENTS and a member loop over IMPORT_MAX_LOOP_SEGMENTS are rejected
-record by record, and checkpointed like any other records (`edi_reader._Families`).
+record by record, and checkpointed like any other records (`edi_reader._Families`). A file
+whose rejects would pass IMPORT_MAX_REJECTS records or IMPORT_MAX_REJECT_BYTES bytes stops
+there (`_stop_file`): junk costs at most the caps, whatever its size.
 
 A dependent without an id of its own (`dependents.py`) is found by its derived id, by the
 id of its values before a 2100B correction, and else among the subscriber's stored
@@ -400,6 +402,9 @@ class _Counter:
 
 #: Envelope problems a checkpoint keeps (the reason quotes 5 and counts the rest).
 MAX_KEPT_PROBLEMS = 5
+#: Envelope problems after which the envelope pass stops reading: the file is rejected whole
+#: anyway, and junk has one per segment (`edi_reader.scan_envelope`'s `max_problems`).
+MAX_ENVELOPE_PROBLEMS = 100
 
 
 def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
@@ -413,10 +418,11 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
         offset = int(resume["offset"]) if resume else 0
         text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
                          size=int(blob.size or 0))  # fmt: skip
-        found, resume = scan_envelope(text, resume, stop, limits=run.limits, ack=run.ack)
+        found, resume = scan_envelope(text, resume, stop, limits=run.limits, ack=run.ack,
+                                      max_problems=MAX_ENVELOPE_PROBLEMS - count)  # fmt: skip
         problems = (problems + found)[:MAX_KEPT_PROBLEMS]
         count += len(found)
-        if resume is None:
+        if resume is None or count >= MAX_ENVELOPE_PROBLEMS:
             break
         ack = None
         if run.ack is not None:  # what the scan read from this INS on, it reads again
@@ -431,6 +437,8 @@ def _check_envelope(run: _Run, blob: Any, state: dict[str, Any]) -> None:
             raise _OutOfTime
     if count:
         extra = f"; {count - 5} more" if count > 5 else ""
+        if count >= MAX_ENVELOPE_PROBLEMS:
+            extra += " (not read further)"
         raise SourceFileError("X12 envelope errors: " + "; ".join(problems[:5]) + extra)
     state.update(phase="members", resume=None, next_record=0, problems=[], problem_count=0,
                  ack=None)  # fmt: skip
@@ -494,10 +502,11 @@ def _import_records(
         "file": result.name, "etag": str(blob.etag or ""), "kind": kind,
         "phase": "envelope" if kind != "csv" else "members", "resume": None, "next_record": 0,
     }  # fmt: skip
-    saved_rejects = state.get("rejects") or {}
-    rejects = RejectWriter(run.container.get_blob_client(run.layout.rejected_records(result.name)),
-                           result.name, blocks=int(saved_rejects.get("blocks", 0)),
-                           count=int(saved_rejects.get("count", 0)))  # fmt: skip
+    rejects = RejectWriter.from_checkpoint(
+        run.container.get_blob_client(run.layout.rejected_records(result.name)), result.name,
+        state.get("rejects"), max_count=run.config.max_rejects,
+        max_bytes=run.config.max_reject_bytes,
+    )  # fmt: skip
     key_of_file = file_key(request.run_id, result.name, str(blob.etag or ""))
     saved_facts = state.get("facts") or {}
     facts = FileFacts(transaction_sets=int(saved_facts.get("transaction_sets", 0)))
@@ -517,9 +526,19 @@ def _import_records(
     if state.get("phase") == "envelope":
         _check_envelope(run, blob, state)
         run.ack = _ack_writer(run, result, key_of_file, rejecting=False, state=None)
+    if state.get("phase") == "stopped":  # an attempt passed the reject cap, then died
+        _stop_file(run, blob, result, rejects, str(state.get("stopped")))
+        return
     if state.get("phase") != "sweep":
-        _import_members(run, blob, kind, result, state, rejects, facts, audit, key_of_file,
-                        started)  # fmt: skip
+        try:
+            _import_members(run, blob, kind, result, state, rejects, facts, audit,
+                            key_of_file, started)  # fmt: skip
+        except _RejectsFull as full:
+            result.duration_s = round(time.monotonic() - started, 3)
+            _save(run, state, result, rejects, facts, audit, phase="stopped", resume=None,
+                  stopped=full.reason)  # fmt: skip
+            _stop_file(run, blob, result, rejects, full.reason)
+            return
         _save(run, state, result, rejects, facts, audit, phase="sweep", resume=None)
     if kind != "csv":
         _sweep(run, result, audit, facts, key_of_file)
@@ -532,6 +551,40 @@ def _import_records(
     log.info("import %s/%s: %s processed: %d records, %d imported, %d rejected",
              request.account, request.run_id, result.name, result.records, result.imported,
              result.rejected)  # fmt: skip
+
+
+class _RejectsFull(Exception):
+    """A file's rejects would pass IMPORT_MAX_REJECTS or IMPORT_MAX_REJECT_BYTES: the rows
+    before the record that would are committed; the file stops there."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _stop_file(run: _Run, blob: Any, result: FileReport, rejects: RejectWriter,
+               reason: str) -> None:  # fmt: skip
+    """A file stopped at its reject cap (checkpointed as phase "stopped", so an attempt
+    that dies in here does this again, not the reading): the records imported before the
+    stop stay, its rejects so far are committed, an 834's acknowledgment closes what is
+    open as rejected (no audit sweep: the file was not read to its end), and the file goes
+    to rejected/ with its reason beside it, to be dropped into incoming/ again once fixed.
+    The reason (in the report, the log and the reason blob) holds a location and counts."""
+    result.status = "stopped"
+    result.error = (f"{reason}; the file was not read further: {result.imported} record(s) "
+                    f"imported before it stay imported, {result.rejected} rejected record(s) "
+                    "are in the rejected file")  # fmt: skip
+    rejects.commit()
+    run.writer.confirm()  # the blob effects below are not covered by the table's If-Match
+    if run.ack is not None:
+        _acknowledged(run, result, run.ack.finish(rejected=True))
+    layout = run.layout
+    file_mover.write_json(run.container, layout.rejected_reason(result.name), {
+        "source": result.name, "run_id": run.request.run_id, "reason": result.error,
+    })  # fmt: skip
+    file_mover.move_blob(run.container, blob.name, layout.rejected_file(result.name), blob.etag)
+    log.warning("import %s/%s: %s stopped: %s", run.request.account, run.request.run_id,
+                result.name, result.error)  # fmt: skip
 
 
 def _save(
@@ -589,17 +642,21 @@ def _import_members(
     for record, prepared in _prepared(run, _reader(run, blob, kind, facts, state.get("resume"))):
         if run.ack is not None:
             run.ack.apply_until(record.number)
-        result.records += 1
-        in_chunk += 1
         origin = Provenance(request.run_id, result.name, record.location)
         outcome = _import_record(run, record, prepared, origin, key_of_file)
+        if not isinstance(outcome, str) and not rejects.add(record, outcome[1]):
+            writer.flush()  # the records before it stay imported
+            if run.ack is not None:  # acknowledged up to this record, not what was read ahead
+                run.ack.rewind(record.number)
+            raise _RejectsFull(f"stopped at {record.location}: {rejects.passed}")
+        result.records += 1
+        in_chunk += 1
         if kind != "csv":
             audit.add(record, rejected=not isinstance(outcome, str))
         if isinstance(outcome, str):
             result.count(outcome)
         else:
             category, reason = outcome
-            rejects.add(record, reason)
             result.reject(record.location, record.member_id, category, reason, record.line)
         if in_chunk >= run.chunk_records and record.resume is not None:
             writer.flush()

@@ -10,7 +10,14 @@
 Lines are staged as the file streams (`staged_blob.StagedBlob`: about 1 MiB a block, and
 at every checkpoint), so a file with many rejections still uses little memory; they become
 visible only on `commit()`, when the file is done. A resumed import carries on from the
-checkpoint's block count and count.
+checkpoint's block count, count and bytes.
+
+Bounded: at most `max_count` records and `max_bytes` bytes (IMPORT_MAX_REJECTS,
+IMPORT_MAX_REJECT_BYTES), and never more blocks than one blob may have. `add` refuses the
+record that would pass a cap (nothing of it written) and returns False: the importer stops
+the file there (`importer._stop_file`), so junk input costs at most the caps, whatever its
+size. Blocks: about one per MiB (BLOCK_BYTES) plus at most one per checkpoint that had
+rejects; `MAX_BLOCKS` keeps the rejected file one blob whatever the settings.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import json
 from typing import Any
 
 from shared.imports.records import SourceRecord
-from shared.imports.staged_blob import StagedBlob
+from shared.imports.staged_blob import MAX_BLOCKS, StagedBlob
 from shared.imports.text_stream import has_undecodable, original_bytes
 
 
@@ -41,25 +48,71 @@ def reject_line(source: str, record: SourceRecord, reason: str) -> bytes:
 
 
 class RejectWriter:
-    """Collects one file's rejects into blob `blob` (a BlobClient)."""
+    """Collects one file's rejects into blob `blob` (a BlobClient), within its caps."""
 
-    def __init__(self, blob: Any, source: str, *, blocks: int = 0, count: int = 0) -> None:
-        """`blocks`, `count`: what a checkpoint says was staged already."""
+    def __init__(
+        self,
+        blob: Any,
+        source: str,
+        *,
+        blocks: int = 0,
+        count: int = 0,
+        size: int = 0,
+        max_count: int,
+        max_bytes: int,
+    ) -> None:
+        """`blocks`, `count`, `size`: what a checkpoint says was staged already (its
+        "blocks", "count" and "bytes"); `max_count`, `max_bytes`: the caps."""
         self._staged = StagedBlob(blob, blocks=blocks)
         self._source = source
         self.count = count
+        self.bytes = size
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        #: The cap the refused record would have passed (`full`), once `add` refused one.
+        self.passed: str | None = None
 
     @property
     def blocks(self) -> int:
         return self._staged.blocks
 
-    def add(self, record: SourceRecord, reason: str) -> None:
-        self._staged.add(reject_line(self._source, record, reason))
+    def add(self, record: SourceRecord, reason: str) -> bool:
+        """Write `record`'s reject; False (nothing written) when it would pass a cap."""
+        line = reject_line(self._source, record, reason)
+        self.passed = self.full(len(line))
+        if self.passed is not None:
+            return False
+        self._staged.add(line)
         self.count += 1
+        self.bytes += len(line)
+        return True
+
+    def full(self, size: int = 1) -> str | None:
+        """Which cap a next reject of `size` bytes would pass (a sentence), or None."""
+        if self.count + 1 > self.max_count:
+            return f"more than IMPORT_MAX_REJECTS={self.max_count} rejected records"
+        if self.bytes + size > self.max_bytes:
+            return (f"rejected records over IMPORT_MAX_REJECT_BYTES={self.max_bytes} bytes "
+                    f"({self.count} written, {self.bytes} bytes)")  # fmt: skip
+        # one block this add may stage, one the next checkpoint or the commit may
+        if self._staged.blocks + 2 > MAX_BLOCKS:
+            return f"rejected records at {self._staged.blocks} blocks, the most one blob may have"
+        return None
 
     def stage(self) -> dict[str, int]:
         """Stage what is buffered (before a checkpoint); returns what the checkpoint keeps."""
-        return {"blocks": self._staged.stage(), "count": self.count}
+        return {"blocks": self._staged.stage(), "count": self.count, "bytes": self.bytes}
+
+    @classmethod
+    def from_checkpoint(
+        cls, blob: Any, source: str, saved: dict[str, Any] | None, *, max_count: int,
+        max_bytes: int,
+    ) -> RejectWriter:  # fmt: skip
+        """The writer as checkpoint entry `saved` (what `stage()` returned; None: new) left it."""
+        saved = saved or {}
+        return cls(blob, source, blocks=int(saved.get("blocks", 0)),
+                   count=int(saved.get("count", 0)), size=int(saved.get("bytes", 0)),
+                   max_count=max_count, max_bytes=max_bytes)  # fmt: skip
 
     def commit(self) -> bool:
         """Make the rejects visible; False (and no blob) when there were none."""

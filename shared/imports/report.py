@@ -33,8 +33,9 @@ def _iso(epoch: float | None) -> str | None:
 class FileReport:
     name: str
     kind: str
-    #: processed | rejected (whole file) | changed (left in incoming) | refused (its name
-    #: cannot be used: left in incoming, unread)
+    #: processed | rejected (whole file) | stopped (at its reject cap, IMPORT_MAX_REJECTS /
+    #: IMPORT_MAX_REJECT_BYTES: what came before stays imported; moved to rejected/) |
+    #: changed (left in incoming) | refused (its name cannot be used: left in incoming, unread)
     status: str = "pending"
     token: int | None = None  # of the attempt that handled it
     bytes: int = 0
@@ -150,6 +151,7 @@ class RunReport:
                 "files": len(self.files),
                 "files_processed": sum(f.status == "processed" for f in self.files),
                 "files_rejected": sum(f.status == "rejected" for f in self.files),
+                "files_stopped": sum(f.status == "stopped" for f in self.files),
                 "files_left_in_incoming": sum(f.status == "changed" for f in self.files),
                 "files_refused": sum(f.status == "refused" for f in self.files),
                 **self.ack_totals(),

@@ -16,6 +16,9 @@ from typing import Any
 from azure.storage.blob import BlobBlock, ContentSettings
 
 BLOCK_BYTES = 1024 * 1024
+#: Committed blocks one blob may have (Azure's limit); a writer that stages at every
+#: checkpoint must stop before it (`rejects.RejectWriter.full`).
+MAX_BLOCKS = 50_000
 
 
 class StagedBlob:

@@ -44,6 +44,7 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
         "",
         f"Files: {totals['files']} ({totals['files_processed']} processed, "
         f"{totals['files_rejected']} rejected as a whole, "
+        f"{totals['files_stopped']} stopped at the reject cap, "
         f"{totals['files_left_in_incoming']} left in incoming, "
         f"{totals['files_refused']} refused by name)",
         f"Acknowledgments: {totals['acks_written']} written ({totals['acks_accepted']} "
