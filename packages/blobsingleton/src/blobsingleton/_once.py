@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from blobsingleton import _defaults
+from blobsingleton import _batch, _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -20,7 +20,6 @@ from blobsingleton._busy import (
     BusyPolicy,
     F,
     Guard,
-    MaybeSkipped,
     guarded,
     unguarded,
 )
@@ -147,7 +146,7 @@ def once(
     under_lease: bool = False,
     hold_busy: float | None = None,
     run_without_key: bool = False,
-) -> MaybeSkipped:
+) -> _batch.OnceDecorator:
     """Run the decorated function's work once per resolved `key` while its record lives: a
     completed key returns a fresh copy of the first call's result without running; a failed
     run frees the key.
@@ -174,7 +173,11 @@ def once(
     setting BLOBSINGLETON_NAMESPACE, else the host id). `under_lease=True`: the function runs
     in a `@singleton` whose lease covers this key, so a record in progress is a lost run's and
     is taken over at once (no heartbeat, no timeout to wait out). Async functions never block
-    the loop; cancelled, they free (or never claim) the key."""
+    the loop; cancelled, they free (or never claim) the key.
+
+    The decorated function gets `each(items, *args, **kwargs)` (`each_async` when async): its
+    work once per item of a batch (a trigger with cardinality="many"), each item passed first
+    (README, "Batches")."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     if hold_busy is None:
@@ -195,8 +198,9 @@ def once(
             try:
                 resolved = resolve_key(key, signature, args, kwargs, schedule=schedule)
             except KeyTemplateError as error:
+                error = _batch.list_hint(error, signature.bind_partial(*args, **kwargs).arguments)
                 if not run_without_key:
-                    raise
+                    raise error from None
                 log.warning("%s runs without run-once protection: %s", fn.__qualname__, error)
                 return unguarded
             handler = OnceHandler(
@@ -211,6 +215,11 @@ def once(
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
-        return guarded(fn, make_guard, busy, ("once", key))
+        wrapper = guarded(fn, make_guard, busy, ("once", key))
+        spec = _batch.BatchSpec(
+            fn, make_guard, busy, ("once", key), lambda *a, **k: signature.bind(*a, **k).arguments,
+            hold=hold_s, wait_timeout=wait_timeout,
+        )  # fmt: skip
+        return _batch.with_each(wrapper, spec)
 
-    return decorate
+    return decorate  # type: ignore[return-value]  # OnceDecorator: guarded's, with `each`
