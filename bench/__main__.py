@@ -28,6 +28,7 @@ BENCHMARKS = {
     "fairness": "one key, N contending processes: plain polling against waiting in line",
     "skew": "instance clocks off by minutes: runs per key and takeover after a kill",
     "server_errors": "requests per event with and without 503/500 answers, side by side",
+    "batches": "run-once per item of a batch of 100: requests per item new, replayed, one by one",
 }
 
 

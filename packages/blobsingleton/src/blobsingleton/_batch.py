@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ R_co = TypeVar("R_co", covariant=True)
 #: What became of one item: its work ran now; a stored result was replayed; not run (the key
 #: busy elsewhere under SKIP, or an at-most-once run that never finished); re-enqueued
 #: (DEFER); still busy under WAIT (its `error` is `AlreadyInProgress`); or it raised.
+#: A batch looks its pending keys up again after a lost create at most once per this many keys.
+REFRESH_EVERY = 10
+
 ItemOutcome = Literal["ran", "replayed", "skipped", "deferred", "busy", "failed"]
 
 
@@ -118,23 +122,47 @@ class OnceDecorator(Protocol):
 
 
 class _Prefetched(RecordStore):
-    """A store whose first create of each key is answered from a batch's look-up: a record
-    listed is a conflict carrying it (decided as any record found there); anything else, and
-    every later call, goes to `inner`. The claim stays the arbiter: a key listed absent is
-    created conditionally, so a run another instance started since still runs once."""
+    """A store whose first create of each key of a batch is answered from the batch's look-up:
+    a record listed is a conflict carrying it (decided as any record found there); anything
+    else, and every later call, goes to `inner`. The claim stays the arbiter: a key listed
+    absent is created conditionally, so a run another instance started since still runs once.
+    A create that loses a race (another instance works on the same batch) has the keys not yet
+    claimed looked up again before the next create (MAX_REFRESHES times at most), so a batch
+    behind another one replays what it finished instead of racing it key by key."""
 
-    def __init__(self, inner: RecordStore, found: dict[str, Record | None]) -> None:
+    def __init__(self, inner: RecordStore, found: dict[str, Record | None],
+                 keys: Sequence[str]) -> None:  # fmt: skip
         self.inner = inner
         self._found = found
+        self._pending = dict.fromkeys(keys)
+        self._stale = False
+        self._refreshes = max(1, len(self._pending) // REFRESH_EVERY)
+        self._lock = threading.Lock()
 
     def get(self, key: str) -> Record | None:
         return self.inner.get(key)
 
     def put_if_absent(self, record: Record) -> Record:
-        listed = self._found.pop(record.key, None)
+        listed = self._listed(record.key)
         if listed is not None:
             raise RecordConflict("listed", existing=listed)
-        return self.inner.put_if_absent(record)
+        try:
+            return self.inner.put_if_absent(record)
+        except RecordConflict:
+            self._stale = True
+            raise
+
+    def _listed(self, key: str) -> Record | None:
+        """The record the look-up found for `key` (once), after a fresh look-up if stale."""
+        with self._lock:
+            self._pending.pop(key, None)
+            if self._stale and self._refreshes > 0 and self._pending:
+                self._stale, self._refreshes = False, self._refreshes - 1
+                try:
+                    self._found.update(self.inner.get_many([key, *self._pending]))
+                except Exception as error:  # each key's claim reads what it needs
+                    log.warning("run-once batch: keys not looked up again: %r", error)
+            return self._found.pop(key, None)
 
     def replace(self, record: Record, etag: str) -> Record:
         return self.inner.replace(record, etag)
@@ -165,7 +193,7 @@ def _look_up(guards: Sequence[Guard | None]) -> None:
             log.warning("run-once batch: %d keys not looked up at once: %r", len(handlers), error)
             continue
         wrapper = _PrefetchedWatching if watches(store) else _Prefetched
-        prefetched = wrapper(store, found)
+        prefetched = wrapper(store, found, [handler.key for handler in handlers])
         for handler in handlers:
             handler.store = prefetched
 

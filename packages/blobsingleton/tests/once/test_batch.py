@@ -232,7 +232,7 @@ def test_two_processes_given_the_same_batch_run_every_item_exactly_once(
     for report in reports:
         assert report["wrong_values"] == []
         assert set(report["counts"]) <= {"ran", "replayed"}, report
-    assert sum(r["counts"].get("ran", 0) for r in reports) == count
+    assert sum(r["counts"].get("ran", 0) for r in reports) == count, reports
 
 
 def test_a_list_given_to_a_once_function_points_to_each(storage_env: str) -> None:
