@@ -10,7 +10,6 @@ import time
 
 import azure.functions as func
 from blobsingleton import once
-
 from eventhub_batch import orders
 
 

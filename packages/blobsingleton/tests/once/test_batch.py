@@ -19,7 +19,6 @@ import pytest
 from blobsingleton import Busy, once
 from blobsingleton.errors import AlreadyInProgress, BatchFailed, KeyTemplateError
 from blobsingleton.testing import forget_remembered_records, memory_backends
-
 from eventhub_batch import orders
 from libsupport import request_counter
 
@@ -117,12 +116,12 @@ def test_one_items_failure_runs_the_others_and_frees_only_its_key(storage_env: s
 
 
 class Holder:
-    """Runs one item's `@once` call in a thread, in progress until `release` is set."""
+    """Runs one item's `@once` call (the app's key) in a thread, in progress until `release`."""
 
     def __init__(self, template: str) -> None:
         self.started, self.release = threading.Event(), threading.Event()
 
-        @once(template)
+        @once(template, scope="app")
         def hold(event: func.EventHubEvent) -> str:
             self.started.set()
             self.release.wait(30)
@@ -152,7 +151,6 @@ def test_an_item_in_progress_elsewhere_gets_the_busy_policy(
         runs[event.sequence_number] += 1
         return "charged"
 
-    holder.fn = once("charge-{event.sequence_number}", scope="app")(holder.fn.__wrapped__)
     thread = holder.start(batch[2])
     try:
         result = charge.each(batch)
@@ -177,7 +175,6 @@ def test_an_item_busy_under_wait_is_replayed_once_the_other_run_completes(
 ) -> None:
     batch = orders(4)
     holder = Holder("charge-{event.sequence_number}")
-    holder.fn = once("charge-{event.sequence_number}", scope="app")(holder.fn.__wrapped__)
 
     @once("charge-{event.sequence_number}", scope="app", wait_timeout=30)
     def charge(event: func.EventHubEvent) -> str:
@@ -188,7 +185,8 @@ def test_an_item_busy_under_wait_is_replayed_once_the_other_run_completes(
     thread = holder.start(batch[0])
     result = charge.each(batch)
     thread.join()
-    assert [(r.outcome, r.value) for r in result] == [("replayed", "held")] + [("ran", "charged")] * 3
+    outcomes = [(r.outcome, r.value) for r in result]
+    assert outcomes == [("replayed", "held")] + [("ran", "charged")] * 3
 
 
 def test_an_item_completed_elsewhere_after_the_listing_still_runs_once(storage_env: str) -> None:
@@ -218,9 +216,9 @@ def test_two_processes_given_the_same_batch_run_every_item_exactly_once(
     subprocess_env: dict[str, str], tmp_path: Path
 ) -> None:
     out, start, count = tmp_path / "runs.log", tmp_path / "start", 100
+    command = [sys.executable, RACER, str(out), str(count), str(start)]
     racers = [
-        subprocess.Popen([sys.executable, RACER, str(out), str(count), str(start)],
-                         env=subprocess_env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(command, env=subprocess_env, stdout=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     start.touch()
