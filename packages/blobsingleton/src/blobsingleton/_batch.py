@@ -413,8 +413,13 @@ def _final(entry: _Item) -> ItemResult[Any]:
 
 
 def list_hint(error: KeyTemplateError, bound: dict[str, Any]) -> KeyTemplateError:
-    """`error`, or a clearer one when the invocation was given a batch (a list argument)."""
-    batches = [name for name, value in bound.items() if isinstance(value, (list, tuple))]
+    """`error`, or a clearer one when the invocation was given a batch: a list the field names,
+    or a list of messages, events or documents (not of strings or numbers)."""
+    head = error.field.split(".")[0]
+    batches = [
+        name for name, value in bound.items()
+        if isinstance(value, (list, tuple)) and (name == head or _of_items(value))
+    ]  # fmt: skip
     if not batches:
         return error
     name = batches[0]
@@ -424,6 +429,11 @@ def list_hint(error: KeyTemplateError, bound: dict[str, Any]) -> KeyTemplateErro
         f"with cardinality='many'); a key is one item's: call fn.each({name}) to run each "
         "item once (README, 'Batches')",
     )  # fmt: skip
+
+
+def _of_items(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether `values` holds messages, events or documents (objects, not scalars)."""
+    return bool(values) and not isinstance(values[0], (str, bytes, int, float))
 
 
 def with_each(wrapper: F, spec: BatchSpec) -> F:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from blobsingleton import Busy, once
 from blobsingleton.errors import AlreadyInProgress, BatchFailed, KeyTemplateError
 from blobsingleton.testing import forget_remembered_records, memory_backends
 from eventhub_batch import orders
-from libsupport import request_counter
+from libsupport import queue_client, request_counter
 
 RACER = str(Path(__file__).with_name("batch_racer.py"))
 
@@ -237,6 +238,40 @@ def test_a_list_given_to_a_once_function_points_to_each(storage_env: str) -> Non
     charge = charger(Counter())
     with pytest.raises(KeyTemplateError, match=r"'event' is a list of 3 items.*each\(event\)"):
         charge(orders(3))
+
+
+def test_a_list_of_values_beside_the_key_is_not_taken_for_a_batch(storage_env: str) -> None:
+    @once("tag-{order.order_id}")
+    def tag(order: dict[str, str], tags: list[str]) -> None: ...
+
+    with pytest.raises(KeyTemplateError) as raised:
+        tag({"id": "o1"}, ["a", "b"])
+    assert "each(" not in str(raised.value)
+    assert "has no 'order_id'" in str(raised.value)
+
+
+def test_an_item_in_progress_elsewhere_is_deferred_when_it_is_a_queue_message(
+    storage_env: str,
+) -> None:
+    os.environ["BATCH_DEFER_QUEUE"] = name = f"batch-{os.environ['RUNONCE_CONTAINER'][-10:]}"
+    client = queue_client(name)
+    client.create_queue()
+    holder = Holder("work-{event.id}")  # the same key as work's
+    messages = [func.QueueMessage(id=f"m{i}", body=b'{"n": %d}' % i) for i in range(3)]
+
+    @once("work-{msg.id}", scope="app", on_in_progress=Busy.DEFER, queue="%BATCH_DEFER_QUEUE%",
+          defer_seconds=30)  # fmt: skip
+    def work(msg: func.QueueMessage) -> str:
+        return "worked"
+
+    thread = holder.start(messages[1])
+    try:
+        result = work.each(messages)
+    finally:
+        holder.release.set()
+        thread.join()
+    assert [r.outcome for r in result] == ["ran", "deferred", "ran"]
+    assert client.get_queue_properties().approximate_message_count == 1  # invisible for 30 s
 
 
 def test_each_async_runs_each_item_once_and_replays_a_completed_batch(storage_env: str) -> None:

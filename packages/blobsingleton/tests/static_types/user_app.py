@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import assert_type
 
 from blobsingleton import Busy, once, singleton
+from blobsingleton.batches import BatchResult, ItemResult
 
 
 @once("email-{event_id}", on_in_progress=Busy.SKIP)
@@ -42,3 +43,7 @@ async def main() -> None:
     assert_type(report("mon"), int | None)
     assert_type(answer("mon"), int)
     assert_type(await fetch(1), bytes | None)
+    assert_type(send.each(["e1", "e2"]), BatchResult[str])  # a batch: one result per item
+    assert_type(send.each(["e1"])[0], ItemResult[str])
+    assert_type(send.each(["e1"]).values(), list[str | None])
+    assert_type(await fetch.each_async([1, 2]), BatchResult[bytes])

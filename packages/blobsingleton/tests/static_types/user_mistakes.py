@@ -18,3 +18,5 @@ def report(day: str) -> int:
 send("e1").upper()  # MISTAKE: None when skipped
 send(42)  # MISTAKE: the parameters are kept
 report("mon") + 1  # MISTAKE: None when busy
+send.each(["e1"]).values()[0].upper()  # MISTAKE: None for an item skipped
+report.each(["mon"])  # MISTAKE: each is @once's
