@@ -234,6 +234,21 @@ def test_two_processes_given_the_same_batch_run_every_item_exactly_once(
     assert sum(r["counts"].get("ran", 0) for r in reports) == count, reports
 
 
+def test_an_item_twice_in_one_batch_runs_once_and_an_empty_batch_runs_nothing(
+    storage_env: str,
+) -> None:
+    runs: Counter[int] = Counter()
+    charge = charger(runs)
+    batch = orders(3)
+    result = charge.each([batch[0], batch[1], batch[0], batch[2]])
+    assert [r.outcome for r in result] == ["ran", "ran", "replayed", "ran"]
+    assert result[2].value == result[0].value
+    assert set(runs.values()) == {1}
+    assert len(charge.each([])) == 0
+    with pytest.raises(TypeError, match="each"):
+        charge.each(batch[0].get_body())  # not a list of items
+
+
 def test_a_list_given_to_a_once_function_points_to_each(storage_env: str) -> None:
     charge = charger(Counter())
     with pytest.raises(KeyTemplateError, match=r"'event' is a list of 3 items.*each\(event\)"):
