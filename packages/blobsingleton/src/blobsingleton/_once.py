@@ -198,10 +198,12 @@ def once(
             try:
                 resolved = resolve_key(key, signature, args, kwargs, schedule=schedule)
             except KeyTemplateError as error:
-                error = _batch.list_hint(error, signature.bind_partial(*args, **kwargs).arguments)
+                hinted = _batch.list_hint(error, signature.bind_partial(*args, **kwargs).arguments)
                 if not run_without_key:
-                    raise error from None
-                log.warning("%s runs without run-once protection: %s", fn.__qualname__, error)
+                    if hinted is error:
+                        raise
+                    raise hinted from None
+                log.warning("%s runs without run-once protection: %s", fn.__qualname__, hinted)
                 return unguarded
             handler = OnceHandler(
                 store
