@@ -6,6 +6,7 @@ import inspect
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
@@ -136,6 +137,8 @@ class _Prefetched(RecordStore):
         self._found = found
         self._pending = dict.fromkeys(keys)
         self._stale = False
+        #: A create lost a race: another instance works on the same batch.
+        self.contended = False
         self._refreshes = max(1, len(self._pending) // REFRESH_EVERY)
         self._lock = threading.Lock()
 
@@ -149,7 +152,7 @@ class _Prefetched(RecordStore):
         try:
             return self.inner.put_if_absent(record)
         except RecordConflict:
-            self._stale = True
+            self._stale = self.contended = True
             raise
 
     def _listed(self, key: str) -> Record | None:
@@ -183,7 +186,9 @@ def _look_up(guards: Sequence[Guard | None]) -> None:
     for guard in guards:
         handler = getattr(guard, "handler", None)
         if isinstance(handler, OnceHandler):
-            stores.setdefault(id(handler.store), (handler.store, []))[1].append(handler)
+            store = handler.store
+            store = store.inner if isinstance(store, _Prefetched) else store  # a second look
+            stores.setdefault(id(store), (store, []))[1].append(handler)
     for store, handlers in stores.values():
         if len(handlers) < 2 or not reads_many(store):
             continue
@@ -309,8 +314,24 @@ def _free(guard: Guard, key: str | None) -> None:
         log.warning("run-once batch: key %s not freed (its record expires): %r", key, error)
 
 
+def _first_looks(prepared: list[_Item]) -> Iterator[_Item]:
+    """The items with a key, in the batch's order, without holding or waiting; once a create
+    lost a race (another instance works on the same batch, from its start), from the end:
+    the two meet in the middle instead of racing for every item."""
+    pending = deque(e for e in prepared if e.result is None and e.guard is not None)
+    stores = {id(s): s for s in (getattr(getattr(e.guard, "handler", None), "store", None)
+                                 for e in pending) if isinstance(s, _Prefetched)}  # fmt: skip
+    while pending:
+        contended = any(store.contended for store in stores.values())
+        entry = pending.pop() if contended else pending.popleft()
+        assert entry.guard is not None
+        _set_budget(entry.guard, 0.0, 0.0)
+        yield entry
+
+
 def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, bool]]:
-    """The busy items again, holding and waiting within one budget the batch shares."""
+    """The busy items again (looked up at once again before: those finished elsewhere since
+    are replayed without a request each), holding and waiting within one budget they share."""
     started = time.monotonic()
     for entry in busy:
         assert entry.guard is not None
@@ -321,15 +342,15 @@ def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, b
 
 def each(spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
          ) -> BatchResult[Any]:  # fmt: skip
-    """Run `spec.fn` once per item (see README, "Batches"): items in order, a busy one after
-    the others; one item's failure stops none of the others."""
+    """Run `spec.fn` once per item (see README, "Batches"): items in order (from the end once
+    another instance is seen working the batch), a busy one after the others; one item's
+    failure stops none of the others."""
     with invocation_scope(kwargs):
         prepared = spec.prepare(items, args, kwargs)
         busy: list[_Item] = []
-        for entry in prepared:  # first look: no holding, no waiting
-            if entry.result is None and entry.guard is not None:
-                _set_budget(entry.guard, 0.0, 0.0)
-                _one(spec, entry, args, kwargs, wait=False, busy=busy)
+        for entry in _first_looks(prepared):  # no holding, no waiting
+            _one(spec, entry, args, kwargs, wait=False, busy=busy)
+        _look_up([entry.guard for entry in busy])
         for entry, wait in _second_looks(spec, busy):
             _one(spec, entry, args, kwargs, wait=wait, busy=None)
     return BatchResult(spec.name(), [_final(entry) for entry in prepared])
@@ -368,10 +389,9 @@ async def each_async(
     with invocation_scope(kwargs):
         prepared = await off_loop(in_thread(lambda: spec.prepare(items, args, kwargs)))
         busy: list[_Item] = []
-        for entry in prepared:
-            if entry.result is None and entry.guard is not None:
-                _set_budget(entry.guard, 0.0, 0.0)
-                await _one_async(spec, entry, args, kwargs, wait=False, busy=busy)
+        for entry in _first_looks(prepared):
+            await _one_async(spec, entry, args, kwargs, wait=False, busy=busy)
+        await off_loop(in_thread(lambda: _look_up([entry.guard for entry in busy])))
         for entry, wait in _second_looks(spec, busy):
             await _one_async(spec, entry, args, kwargs, wait=wait, busy=None)
     return BatchResult(spec.name(), [_final(entry) for entry in prepared])

@@ -110,13 +110,10 @@ class BlobRecordStore(RecordStore):
     def put_if_absent(self, record: Record) -> Record:
         name, watch = self._name(record.key), self._watch()
         found = watch.known(name)
-        delay = watch.create_delay(record.key) if found is None else 0.0
-        if (
-            found is None
-            and delay <= 0
-            and not watch.create_first()
-            and not self._seen_absent(name)
-        ):
+        # A batch's look-up just saw it absent: no look first, no rank to wait (its own turn).
+        listed_absent = found is None and self._seen_absent(name)
+        delay = watch.create_delay(record.key) if found is None and not listed_absent else 0.0
+        if found is None and delay <= 0 and not listed_absent and not watch.create_first():
             found = watch.read(name, record.key)  # keys here are mostly found done: look
         if delay > 0:  # copies race here: the one ranked first creates, the others see it
             changed, latest = watch.watch(name, record.key, None, time.monotonic() + delay)
@@ -206,7 +203,7 @@ class BlobRecordStore(RecordStore):
                 self._absent.popitem(last=False)
 
     def _seen_absent(self, name: str) -> bool:
-        """Whether a look-up just saw `name` absent (once: a later create looks as usual)."""
+        """Whether a batch's look-up just saw `name` absent (once: later creates as usual)."""
         with self._clients_lock:
             return self._absent.pop(name, 0) is None
 

@@ -1,5 +1,6 @@
-"""Child process: run `@once`'s `each` over the same batch of Event Hubs events as its rivals,
-once a start file exists; log each execution, print the batch's outcome counts as JSON."""
+"""Child process: run `@once`'s `each` over the same batch of Event Hubs events as its rivals:
+ready (a file `start.<pid>`), it waits for the start file, then logs each execution and prints
+the batch's outcome counts as JSON."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ def main() -> None:
     def charge(event: func.EventHubEvent) -> dict[str, int | None]:
         with open(out, "a") as f:
             f.write(f"{event.sequence_number} {os.getpid()}\n")
+        time.sleep(0.01)  # some work, so the rivals' runs overlap
         return {"charged": event.sequence_number}
 
     batch = orders(count)
+    open(f"{start}.{os.getpid()}", "w").close()
     while not os.path.exists(start):  # the rivals start together, on the test's signal
         time.sleep(0.005)
     started = time.monotonic()

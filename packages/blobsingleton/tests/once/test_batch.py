@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,10 @@ def test_two_processes_given_the_same_batch_run_every_item_exactly_once(
         subprocess.Popen(command, env=subprocess_env, stdout=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
+    ready = {Path(f"{start}.{racer.pid}") for racer in racers}
+    while not all(path.exists() for path in ready):  # both imported, their batch built
+        assert all(racer.poll() is None for racer in racers), "a racer exited before the start"
+        time.sleep(0.01)
     start.touch()
     reports = [json.loads(racer.communicate(timeout=120)[0]) for racer in racers]
     assert all(racer.returncode == 0 for racer in racers)
@@ -232,6 +237,7 @@ def test_two_processes_given_the_same_batch_run_every_item_exactly_once(
         assert report["wrong_values"] == []
         assert set(report["counts"]) <= {"ran", "replayed"}, report
     assert sum(r["counts"].get("ran", 0) for r in reports) == count, reports
+    print(reports)
 
 
 def test_an_item_twice_in_one_batch_runs_once_and_an_empty_batch_runs_nothing(
