@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
@@ -15,8 +16,17 @@ from blobsingleton import _telemetry as telemetry
 from blobsingleton._busy import Admission, Busy, BusyHandling, F, Guard, find_message
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
 from blobsingleton._once_handler import OnceHandler
-from blobsingleton._records import Record, RecordStore, reads_many, watches
-from blobsingleton.errors import BatchFailed, KeyTemplateError, RecordConflict
+from blobsingleton._record_blob import IN_BODY
+from blobsingleton._records import (
+    Record,
+    RecordStore,
+    Status,
+    differing_fields,
+    reads_many,
+    watches,
+)
+from blobsingleton._results import Results
+from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
 
 log = logging.getLogger("blobsingleton")
 
@@ -33,16 +43,32 @@ REFRESH_EVERY = 10
 ItemOutcome = Literal["ran", "replayed", "skipped", "deferred", "busy", "failed"]
 
 
-@dataclass(frozen=True)
 class ItemResult(Generic[R_co]):
     """One item of a batch: the `item` given, its `key` (None: none could be made, see
-    `error`), its `outcome`, what it returned or replayed (`value`), and what it raised."""
+    `error`), its `outcome`, what it returned or replayed (`value`), and what it raised. A
+    replayed result that lives only in its record's body (a record over 4 KB) is read when
+    `value` is first asked for (one request; an error reading it is raised there)."""
 
-    item: Any
-    key: str | None
-    outcome: ItemOutcome
-    value: R_co | None = None
-    error: BaseException | None = None
+    __slots__ = ("_load", "_lock", "_value", "error", "item", "key", "outcome")
+
+    def __init__(
+        self, item: Any, key: str | None, outcome: ItemOutcome, value: R_co | None = None,
+        error: BaseException | None = None, *, load: Callable[[], R_co] | None = None,
+    ) -> None:  # fmt: skip
+        self.item, self.key, self.outcome, self.error = item, key, outcome, error
+        self._value, self._load, self._lock = value, load, threading.Lock()
+
+    @property
+    def value(self) -> R_co | None:
+        with self._lock:
+            if self._load is not None:
+                self._value, self._load = self._load(), None
+            return self._value
+
+    def __repr__(self) -> str:
+        value = "<not read yet>" if self._load is not None else repr(self._value)
+        return (f"ItemResult(key={self.key!r}, outcome={self.outcome!r}, value={value}, "
+                f"error={self.error!r})")  # fmt: skip
 
 
 class BatchResult(Sequence[ItemResult[R_co]]):
@@ -147,7 +173,7 @@ class _Prefetched(RecordStore):
 
     def put_if_absent(self, record: Record) -> Record:
         listed = self._listed(record.key)
-        if listed is not None:
+        if listed is not None and listed.result is not IN_BODY:  # (else: read it whole)
             raise RecordConflict("listed", existing=listed)
         try:
             return self.inner.put_if_absent(record)
@@ -172,6 +198,17 @@ class _Prefetched(RecordStore):
 
     def delete(self, key: str, etag: str) -> None:
         self.inner.delete(key, etag)
+
+    def stored_in_body(self, key: str) -> Record | None:
+        """The completed record listed for `key` whose result is in its body (taken), or None."""
+        with self._lock:
+            listed = self._found.get(key)
+            if listed is None or listed.result is not IN_BODY:
+                return None
+            if listed.status != Status.COMPLETED or listed.expired():
+                return None
+            self._pending.pop(key, None)
+            return self._found.pop(key)
 
 
 class _PrefetchedWatching(_Prefetched):
@@ -252,6 +289,29 @@ class BatchSpec:
     def name(self) -> str:
         return getattr(self.fn, "__qualname__", repr(self.fn))
 
+    def replayed_lazily(self, entry: _Item) -> bool:
+        """Whether `entry` was found completed with its result in its record's body: then it
+        is replayed, the result read when asked for (`ItemResult.value`)."""
+        handler = getattr(entry.guard, "handler", None)
+        results = getattr(entry.guard, "results", None)
+        if not isinstance(handler, OnceHandler) or not isinstance(results, Results):
+            return False
+        store = handler.store
+        if not isinstance(store, _Prefetched):
+            return False
+        record = store.stored_in_body(handler.key)
+        if record is None:
+            return False
+        if handler.payload and record.payload_hash and record.payload_hash != handler.payload:
+            raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
+                                                                handler.payload))  # fmt: skip
+        on_replay = getattr(entry.guard, "on_replay", None)
+        telemetry.emit("replay", key=handler.key, function=results.function,
+                       attempt=record.attempt)  # fmt: skip
+        load = functools.partial(_read_result, store.inner, handler.key, results, on_replay)
+        entry.result = ItemResult(entry.item, handler.key, "replayed", load=load)
+        return True
+
     def admitted(self, entry: _Item, admission: Admission, call: telemetry.Invocation) -> bool:
         """Whether `entry` runs; else its result is set (replayed, skipped, busy...)."""
         guard = entry.guard
@@ -280,6 +340,20 @@ class BatchSpec:
         return self.busy.policy == Busy.WAIT or (
             self.busy.policy == Busy.DEFER and find_message(entry.arguments) is None
         )
+
+
+def _read_result(
+    store: RecordStore, key: str, results: Results, on_replay: Callable[[Any], Any] | None
+) -> Any:
+    """A replayed item's result, read from its record (listed completed, result in the body)."""
+    record = store.get(key)
+    if record is None or record.status != Status.COMPLETED:
+        raise RecordConflict(
+            f"run-once key {key!r}: its completed record changed (reset, or expired) before "
+            "its result was read"
+        )
+    value = results.replay(key, record.result)
+    return on_replay(value) if on_replay else value
 
 
 def _outcome(name: str) -> ItemOutcome:
@@ -363,6 +437,9 @@ def _one(spec: BatchSpec, entry: _Item, args: tuple[Any, ...], kwargs: dict[str,
     assert guard is not None
     try:
         with telemetry.invocation(*spec.label) as call:
+            if spec.replayed_lazily(entry):
+                call.outcome = "replayed"
+                return
             admission = guard.enter(wait)
             if busy is not None and _busy_now(admission):
                 call.outcome = "busy"  # looked at again after the others
@@ -404,6 +481,9 @@ async def _one_async(spec: BatchSpec, entry: _Item, args: tuple[Any, ...],
     assert guard is not None
     try:
         with telemetry.invocation(*spec.label) as call:
+            if spec.replayed_lazily(entry):
+                call.outcome = "replayed"
+                return
             admission = await guard.enter_async(wait)
             if busy is not None and _busy_now(admission):
                 call.outcome = "busy"

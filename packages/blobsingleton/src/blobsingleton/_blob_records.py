@@ -155,9 +155,9 @@ class BlobRecordStore(RecordStore):
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
         """One List Blobs with metadata over the longest common prefix of the keys' blob names
-        (LOOKUP_PAGES pages at most): each listed record, None for a key whose name the listing
-        passed without finding it; a key not reached, or listed without its record in metadata
-        (a record over 4 KB), is left out, for the caller to read alone."""
+        (LOOKUP_PAGES pages at most): each listed record (one over 4 KB from its summary, its
+        result `_record_blob.IN_BODY`), None for a key whose name the listing passed without
+        finding it; a key not reached, or listed without either, is left out."""
         names = {self._name(key): key for key in keys}
         if len(names) < 2:  # one name: a listing would cost what its read costs
             return {}
@@ -180,11 +180,13 @@ class BlobRecordStore(RecordStore):
                 if key is None:
                     continue
                 record = _record_blob.from_metadata(
-                    item.metadata, quoted_etag(item.etag), item.last_modified, page.served_at
-                )
+                    item.metadata, quoted_etag(item.etag), item.last_modified, page.served_at,
+                    summary=True,
+                )  # fmt: skip
                 if record is not None:
                     found[key] = record
-                    self._watch().remember(item.name, record)
+                    if record.result is not _record_blob.IN_BODY:
+                        self._watch().remember(item.name, record)
             marker = page.next_marker
             covered = "\uffff" if not marker else (page.items[-1].name if page.items else covered)
             if covered >= ordered[-1]:

@@ -75,6 +75,31 @@ def test_a_replayed_completed_batch_runs_nothing_and_returns_the_stored_results_
     replay.raise_if_failed()  # nothing failed: no raise
 
 
+def test_a_replayed_batch_with_results_over_4_kb_reads_a_result_only_when_asked(
+    storage_env: str,
+) -> None:
+    runs: Counter[int] = Counter()
+
+    @once("big-{event.sequence_number}")
+    def report(event: func.EventHubEvent) -> str:
+        runs[event.sequence_number] += 1
+        return f"{event.sequence_number}:" + "x" * 5000  # a record too large for its metadata
+
+    batch = orders(20)
+    report.each(batch).raise_if_failed()
+    forget_remembered_records()
+    request_counter.reset()
+    replay = report.each(batch)
+    assert replay.counts() == {"replayed": 20}
+    assert request_counter.total() == 1  # the listing says each is completed
+    assert "not read yet" in repr(replay[3])
+    assert replay[3].value == f"{batch[3].sequence_number}:" + "x" * 5000
+    assert request_counter.total() == 2  # that one result, read from its blob
+    assert replay.values() == [f"{e.sequence_number}:" + "x" * 5000 for e in batch]
+    assert request_counter.total() == 1 + 20
+    assert set(runs.values()) == {1}
+
+
 def test_a_batch_60_of_100_completed_reruns_only_the_40(storage_env: str) -> None:
     runs: Counter[int] = Counter()
     charge = charger(runs)
