@@ -70,7 +70,7 @@ lint: $(VENV)/.installed
 # The library's API reference, from its docstrings: any warning fails the build.
 docs: $(VENV)/.installed
 	$(PY) -W error -m pdoc --docformat markdown -o .build/docs blobsingleton \
-		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors \
+		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors blobsingleton.batches \
 		timerschedules
 
 # The library's release artifacts: sdist and wheel in dist/, metadata checked strictly.

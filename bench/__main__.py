@@ -29,6 +29,7 @@ BENCHMARKS = {
     "skew": "instance clocks off by minutes: runs per key and takeover after a kill",
     "server_errors": "requests per event with and without 503/500 answers, side by side",
     "rejects": "what junk input costs the import (bytes written, CPU) under the reject caps",
+    "batches": "run-once per item of a batch of 100: requests per item new, replayed, one by one",
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from bench import capacity, contention, failover, imports, plots, requests, scale, storm
+from bench import batches, capacity, contention, failover, imports, plots, requests, scale, storm
 from bench._storage import SHARED
 from harness import services
 
@@ -37,6 +37,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 #: ratio by half (1.0x to 1.75x against Powertools-style in single rounds of one day's runs).
 RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "requests": ("requests", {"iterations": 20, "hold_seconds": 6.0}),
+    "batches": ("batches", {"items": 100}),
     "storm": ("storm", {"instances": 4, "events": 80, "work_ms": 20.0, "timeout": 300.0,
                         "alternatives": ",".join(storm.alternatives.NAMES)}),
     "storm_1x300": ("storm", {"instances": 1, "events": 300, "work_ms": 20.0, "timeout": 300.0,
@@ -72,7 +73,7 @@ def machine() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    modules = {"requests": requests, "storm": storm, "failover": failover,
+    modules = {"requests": requests, "batches": batches, "storm": storm, "failover": failover,
                "contention": contention, "scale": scale, "imports": imports}  # fmt: skip
     wanted = [n for n in str(args.only).split(",") if n] or list(RUNS)
     unknown = sorted(set(wanted) - set(RUNS))

@@ -8,7 +8,8 @@
         lease = current_lease()          # fencing token, ensure_held() before side effects
 
 The root holds what a user of the decorators and the lease needs. The rest lives in named
-submodules: `errors` (every error), `records` (run-once records, for a store of your own),
+submodules: `errors` (every error), `batches` (what `fn.each(items)` returns), `records`
+(run-once records, for a store of your own),
 `results` (how a result is stored for its duplicates, for a codec of your own),
 `leases` (`BaseLease`, lock state, process exit), `config` (accounts, clients, namespace,
 keys), `events`, `testing` (in-memory backends), `ops`, `queues`, `settings`.

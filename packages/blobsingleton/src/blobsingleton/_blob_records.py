@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
@@ -16,7 +18,8 @@ from blobsingleton import _defaults, _record_blob
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
-from blobsingleton._record_watch import RecordWatch, watch_for
+from blobsingleton._listing import list_page
+from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._storage import (
     ServiceTime,
@@ -35,6 +38,11 @@ _KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
 #: How long a delivery that lost a create race waits for the watcher to see the winner's record.
 LOST_RACE_WAIT = 2.0
+#: A batch's look-up (`get_many`): pages of LOOKUP_SLACK names per key (LOOKUP_PAGE at most,
+#: the service's limit), LOOKUP_PAGES pages at most; keys past them are read one by one.
+LOOKUP_SLACK, LOOKUP_PAGE, LOOKUP_PAGES = 8, 5000, 2
+#: Names a look-up saw absent, so their creates need not look again (the most recent kept).
+_KEPT_ABSENT = 20_000
 
 
 @contextlib.contextmanager
@@ -69,6 +77,8 @@ class BlobRecordStore(RecordStore):
         self._clients: dict[str, BlobClient] = {}
         self._clients_lock = threading.Lock()
         self._watcher: RecordWatch | None = None
+        #: Names a batch's look-up just saw absent: their creates skip the look first.
+        self._absent: OrderedDict[str, None] = OrderedDict()
 
     def _name(self, key: str) -> str:
         return blob_name(self.prefix, key)
@@ -100,8 +110,10 @@ class BlobRecordStore(RecordStore):
     def put_if_absent(self, record: Record) -> Record:
         name, watch = self._name(record.key), self._watch()
         found = watch.known(name)
-        delay = watch.create_delay(record.key) if found is None else 0.0
-        if found is None and delay <= 0 and not watch.create_first():
+        # A batch's look-up just saw it absent: no look first, no rank to wait (its own turn).
+        listed_absent = found is None and self._seen_absent(name)
+        delay = watch.create_delay(record.key) if found is None and not listed_absent else 0.0
+        if found is None and delay <= 0 and not listed_absent and not watch.create_first():
             found = watch.read(name, record.key)  # keys here are mostly found done: look
         if delay > 0:  # copies race here: the one ranked first creates, the others see it
             changed, latest = watch.watch(name, record.key, None, time.monotonic() + delay)
@@ -140,6 +152,62 @@ class BlobRecordStore(RecordStore):
 
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
         return self._watch().watch(self._name(key), key, etag, until)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
+        """One List Blobs with metadata over the longest common prefix of the keys' blob names
+        (LOOKUP_PAGES pages at most): each listed record (one over 4 KB from its summary, its
+        result `_record_blob.IN_BODY`), None for a key whose name the listing passed without
+        finding it; a key not reached, or listed without either, is left out."""
+        names = {self._name(key): key for key in keys}
+        if len(names) < 2:  # one name: a listing would cost what its read costs
+            return {}
+        ordered = sorted(names)
+        common = os.path.commonprefix(ordered)  # noqa: RUF071 - by character, as List Blobs
+        size = min(LOOKUP_PAGE, LOOKUP_SLACK * len(ordered))
+        found: dict[str, Record | None] = {}
+        listed: set[str] = set()
+        covered, marker = "", None
+        for _ in range(LOOKUP_PAGES):
+            try:
+                with _translated("look up run-once records"):
+                    page = list_page(self._container, common, size, marker)
+            except RecordConflict:  # 404: no container yet, so no records
+                covered = "\uffff"
+                break
+            for item in page.items:
+                listed.add(item.name)
+                key = names.get(item.name)
+                if key is None:
+                    continue
+                record = _record_blob.from_metadata(
+                    item.metadata, quoted_etag(item.etag), item.last_modified, page.served_at,
+                    summary=True,
+                )  # fmt: skip
+                if record is not None:
+                    found[key] = record
+                    if record.result is not _record_blob.IN_BODY:
+                        self._watch().remember(item.name, record)
+            marker = page.next_marker
+            covered = "\uffff" if not marker else (page.items[-1].name if page.items else covered)
+            if covered >= ordered[-1]:
+                break
+        for name in ordered:
+            if name <= covered and name not in listed:
+                found[names[name]] = None
+                self._note_absent(name)
+        return found
+
+    def _note_absent(self, name: str) -> None:
+        with self._clients_lock:
+            self._absent[name] = None
+            self._absent.move_to_end(name)
+            while len(self._absent) > _KEPT_ABSENT:
+                self._absent.popitem(last=False)
+
+    def _seen_absent(self, name: str) -> bool:
+        """Whether a batch's look-up just saw `name` absent (once: later creates as usual)."""
+        with self._clients_lock:
+            return self._absent.pop(name, 0) is None
 
     def _write(self, record: Record, operation: str, *, creates: bool = False,
                **conditions: Any) -> Record:  # fmt: skip

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, overload
 
-from blobsingleton import _defaults
+from blobsingleton import _batch, _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -20,8 +20,6 @@ from blobsingleton._busy import (
     BusyPolicy,
     F,
     Guard,
-    Guarded,
-    MaybeSkipped,
     guarded,
     unguarded,
 )
@@ -141,7 +139,7 @@ def once(
     schedule: str | None = ..., store: RecordStore | None = ...,
     storage: StorageAccount | None = ..., namespace: str | None = ..., under_lease: bool = ...,
     hold_busy: float | None = ..., run_without_key: bool = ...,
-) -> Guarded: ...  # fmt: skip
+) -> _batch.OnceDecorator: ...  # fmt: skip
 @overload
 def once(
     key: str, *, scope: Scope = ..., mode: Mode = ..., retention: float | timedelta = ...,
@@ -152,7 +150,7 @@ def once(
     store: RecordStore | None = ..., storage: StorageAccount | None = ...,
     namespace: str | None = ..., under_lease: bool = ..., hold_busy: float | None = ...,
     run_without_key: bool = ...,
-) -> MaybeSkipped: ...  # fmt: skip
+) -> _batch.MaybeSkippedOnce: ...  # fmt: skip
 def once(
     key: str,
     *,
@@ -174,7 +172,7 @@ def once(
     under_lease: bool = False,
     hold_busy: float | None = None,
     run_without_key: bool = False,
-) -> Guarded | MaybeSkipped:
+) -> _batch.OnceDecorator | _batch.MaybeSkippedOnce:
     """Run the decorated function's work once per resolved `key` while its record lives: a
     completed key returns a fresh copy of the first call's result without running; a failed
     run frees the key.
@@ -204,7 +202,11 @@ def once(
     the loop; cancelled, they free (or never claim) the key.
 
     Typed as it behaves: under WAIT or a callable, at least once, a call returns what the
-    function returns (or raises); with SKIP, DEFER or AT_MOST_ONCE it may return None."""
+    function returns (or raises); with SKIP, DEFER or AT_MOST_ONCE it may return None.
+
+    The decorated function gets `each(items, *args, **kwargs)` (`each_async` when async): its
+    work once per item of a batch (a trigger with cardinality="many"), each item passed first
+    (README, "Batches")."""
     if scope not in ("function", "app"):
         raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
     if hold_busy is None:
@@ -225,9 +227,12 @@ def once(
             try:
                 resolved = resolve_key(key, signature, args, kwargs, schedule=schedule)
             except KeyTemplateError as error:
+                hinted = _batch.list_hint(error, signature.bind_partial(*args, **kwargs).arguments)
                 if not run_without_key:
-                    raise
-                log.warning("%s runs without run-once protection: %s", fn.__qualname__, error)
+                    if hinted is error:
+                        raise
+                    raise hinted from None
+                log.warning("%s runs without run-once protection: %s", fn.__qualname__, hinted)
                 return unguarded
             handler = OnceHandler(
                 store
@@ -241,6 +246,11 @@ def once(
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
-        return guarded(fn, make_guard, busy, ("once", key))
+        wrapper = guarded(fn, make_guard, busy, ("once", key))
+        spec = _batch.BatchSpec(
+            fn, make_guard, busy, ("once", key), lambda *a, **k: signature.bind(*a, **k).arguments,
+            hold=hold_s, wait_timeout=wait_timeout,
+        )  # fmt: skip
+        return _batch.with_each(wrapper, spec)
 
-    return decorate
+    return decorate  # type: ignore[return-value]  # OnceDecorator: guarded's, with `each`

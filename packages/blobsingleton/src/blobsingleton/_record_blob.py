@@ -13,12 +13,21 @@ from blobsingleton._storage import TIME_RESOLUTION, epoch
 RECORD_METADATA = "record"
 #: Records whose JSON is longer are written without it (a listing then costs one read).
 MAX_METADATA_RECORD = 4096
+#: Metadata key of such a record's JSON without its result (a batch's look-up reads its state
+#: from a listing and its result, from the body, only when asked).
+SUMMARY_METADATA = "summary"
+#: The `result` of a record read from its summary: the result is in the blob's body.
+IN_BODY: Any = {"$t": "in_body"}
 
 
 def metadata(record: Record, body: bytes) -> dict[str, str]:
     values = {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
     if len(body) <= MAX_METADATA_RECORD:
         values[RECORD_METADATA] = base64.b64encode(body).decode("ascii")
+        return values
+    summary = record.with_(result=None).to_json()
+    if len(summary) <= MAX_METADATA_RECORD:
+        values[SUMMARY_METADATA] = base64.b64encode(summary).decode("ascii")
     return values
 
 
@@ -41,18 +50,24 @@ def from_body(
 
 
 def from_metadata(
-    meta: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None
-) -> Record | None:
-    """The record a listed blob carries in its metadata; None when it carries none."""
-    encoded = (meta or {}).get(RECORD_METADATA)
+    meta: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None,
+    *, summary: bool = False,
+) -> Record | None:  # fmt: skip
+    """The record a listed blob carries in its metadata; None when it carries none. `summary`:
+    else the record its summary describes, its `result` `IN_BODY` (never a result to return)."""
+    values = meta or {}
+    encoded, in_body = values.get(RECORD_METADATA), False
+    if not encoded and summary:
+        encoded, in_body = values.get(SUMMARY_METADATA), True
     if not encoded:
         return None
     try:
-        return from_body(
+        record = from_body(
             base64.b64decode(encoded, validate=True), etag, meta, last_modified, read_at
         )
     except (binascii.Error, ValueError, KeyError, TypeError):
         return None
+    return record.with_(result=IN_BODY) if in_body else record
 
 
 def from_download(download: Any, raw: bytes, read_at: float | None) -> Record | None:

@@ -284,7 +284,7 @@ class RecordWatch:
                 return "\uffff"
             raise
         for item in page.items:
-            etag = _quoted(item.etag)  # listings give it bare; headers and writes quoted
+            etag = quoted_etag(item.etag)  # listings give it bare; headers and writes quoted
             record = _record_blob.from_metadata(
                 item.metadata, etag, item.last_modified, page.served_at
             )
@@ -322,7 +322,8 @@ def _bare(etag: str | None) -> str | None:
     return None if etag is None else etag.strip('"')
 
 
-def _quoted(etag: str | None) -> str | None:
+def quoted_etag(etag: str | None) -> str | None:
+    """An etag as headers and writes give it (listings give it bare)."""
     return None if etag is None else f'"{etag.strip(chr(34))}"'
 
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -134,6 +134,17 @@ class RecordStore(ABC):
         monotonic `until` at the latest; returns (changed, record now or latest known). Without
         it, `@once(hold_busy=...)` does not hold: a busy delivery gets its policy at once."""
         raise NotImplementedError
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
+        """Optional: the records of many `keys` in few requests (a batch's look-up, see
+        `fn.each`). The answer holds a key's record, or None for a key seen absent; a key it
+        leaves out was not looked at (the caller reads it alone). Without it, each key of a
+        batch costs its own look-up."""
+        raise NotImplementedError
+
+
+def reads_many(store: RecordStore) -> bool:
+    return type(store).get_many is not RecordStore.get_many
 
 
 def watches(store: RecordStore) -> bool:

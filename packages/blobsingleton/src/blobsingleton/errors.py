@@ -127,6 +127,23 @@ class ResultNotStorable(OnceError, TypeError):
         self.key, self.function, self.type_name = key, function, type_name
 
 
+class BatchFailed(OnceError):
+    """Items of a batch run with `fn.each(items)` failed (or stayed busy under `Busy.WAIT`),
+    after every other item ran. `keys`: each failed item's key (None: it had none);
+    `errors`: what each raised, in the batch's order."""
+
+    def __init__(
+        self, function: str, total: int, keys: tuple[str | None, ...],
+        errors: tuple[BaseException, ...],
+    ) -> None:  # fmt: skip
+        shown = ", ".join(repr(k) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
+        first = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "none"
+        super().__init__(
+            f"{len(keys)} of {total} items of {function} failed (keys {shown}); first: {first}"
+        )
+        self.function, self.total, self.keys, self.errors = function, total, keys, errors
+
+
 class RecordConflict(OnceError):
     """A conditional write lost a race (the record exists, changed, or is gone); `existing`:
     the record there now, when the store knows it without another request."""
@@ -156,7 +173,7 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "AlreadyInProgress", "BlobSingletonError", "InvalidKey", "InvalidRequest",
+    "AlreadyInProgress", "BatchFailed", "BlobSingletonError", "InvalidKey", "InvalidRequest",
     "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NotFound",
     "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
     "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing", "StorageUnavailable",

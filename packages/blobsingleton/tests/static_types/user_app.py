@@ -8,6 +8,7 @@ from typing import assert_type
 
 import azure.functions as func
 from blobsingleton import Busy, Mode, once, singleton
+from blobsingleton.batches import BatchResult, ItemResult
 
 
 @dataclass
@@ -94,3 +95,8 @@ async def main(msg: func.QueueMessage) -> None:
     assert_type(report("mon"), int | None)
     assert_type(deferred_import("acme", msg), int | None)
     assert_type(answer("mon"), int)
+    assert_type(charge.each(["o1", "o2"]), BatchResult[Receipt])  # a batch: a result per item
+    assert_type(charge.each(["o1"])[0], ItemResult[Receipt])
+    assert_type(charge.each(["o1"]).values(), list[Receipt | None])  # None: an item not run
+    assert_type(send.each(["e1"]), BatchResult[str | None])
+    assert_type(await charge_async.each_async(["o1"]), BatchResult[Receipt])

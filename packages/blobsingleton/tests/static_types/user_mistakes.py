@@ -51,3 +51,5 @@ async def main(msg: func.QueueMessage) -> None:
     charge(42)  # MISTAKE: the parameters are kept
     send(42)  # MISTAKE: the parameters are kept
     report("mon") + 1  # MISTAKE: None when busy
+    send.each(["e1"]).values()[0].upper()  # MISTAKE: None for an item skipped
+    report.each(["mon"])  # MISTAKE: each is @once's

@@ -1,0 +1,553 @@
+"""Run-once per item of a batch: `fn.each(items)` on an `@once` function (docs/internals.md)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+
+from blobsingleton import _telemetry as telemetry
+from blobsingleton._busy import Admission, Busy, BusyHandling, F, Guard, find_message
+from blobsingleton._invocation import in_thread, invocation_scope, off_loop
+from blobsingleton._once_handler import OnceHandler
+from blobsingleton._record_blob import IN_BODY
+from blobsingleton._records import (
+    Record,
+    RecordStore,
+    Status,
+    differing_fields,
+    reads_many,
+    watches,
+)
+from blobsingleton._results import Results
+from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
+
+log = logging.getLogger("blobsingleton")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+#: What became of one item: its work ran now; a stored result was replayed; not run (the key
+#: busy elsewhere under SKIP, or an at-most-once run that never finished); re-enqueued
+#: (DEFER); still busy under WAIT (its `error` is `AlreadyInProgress`); or it raised.
+#: A batch looks its pending keys up again after a lost create at most once per this many keys.
+REFRESH_EVERY = 10
+
+ItemOutcome = Literal["ran", "replayed", "skipped", "deferred", "busy", "failed"]
+
+
+class ItemResult(Generic[R_co]):
+    """One item of a batch: the `item` given, its `key` (None: none could be made, see
+    `error`), its `outcome`, what it returned or replayed (`value`), and what it raised. A
+    replayed result that lives only in its record's body (a record over 4 KB) is read when
+    `value` is first asked for (one request; an error reading it is raised there)."""
+
+    __slots__ = ("_load", "_lock", "_value", "error", "item", "key", "outcome")
+
+    def __init__(
+        self, item: Any, key: str | None, outcome: ItemOutcome, value: R_co | None = None,
+        error: BaseException | None = None, *, load: Callable[[], R_co] | None = None,
+    ) -> None:  # fmt: skip
+        self.item, self.key, self.outcome, self.error = item, key, outcome, error
+        self._value, self._load, self._lock = value, load, threading.Lock()
+
+    @property
+    def value(self) -> R_co | None:
+        with self._lock:
+            if self._load is not None:
+                self._value, self._load = self._load(), None
+            return self._value
+
+    def __repr__(self) -> str:
+        value = "<not read yet>" if self._load is not None else repr(self._value)
+        return (f"ItemResult(key={self.key!r}, outcome={self.outcome!r}, value={value}, "
+                f"error={self.error!r})")  # fmt: skip
+
+
+class BatchResult(Sequence[ItemResult[R_co]]):
+    """The items of one `each` call, in the batch's order."""
+
+    def __init__(self, function: str, items: list[ItemResult[R_co]]) -> None:
+        self.function = function
+        self._items = items
+
+    @overload
+    def __getitem__(self, index: int) -> ItemResult[R_co]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ItemResult[R_co]]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[ItemResult[R_co]]:
+        return iter(self._items)
+
+    @property
+    def failed(self) -> list[ItemResult[R_co]]:
+        """The items that raised, or stayed busy under WAIT (each has its `error`)."""
+        return [item for item in self._items if item.error is not None]
+
+    def counts(self) -> dict[str, int]:
+        """How many items had each outcome (only the outcomes that occurred)."""
+        counted: dict[str, int] = {}
+        for item in self._items:
+            counted[item.outcome] = counted.get(item.outcome, 0) + 1
+        return counted
+
+    def values(self) -> list[R_co | None]:
+        """Each item's `value` (what it returned, or replayed), in the batch's order."""
+        return [item.value for item in self._items]
+
+    def raise_if_failed(self) -> None:
+        """Raise `BatchFailed` (from the first error) if any item failed: the host then
+        retries or abandons the batch as it does for any raise (README, "Batches")."""
+        failed = self.failed
+        if failed:
+            errors = tuple(item.error for item in failed if item.error is not None)
+            keys = tuple(item.key for item in failed)
+            raise BatchFailed(self.function, len(self._items), keys, errors) from errors[0]
+
+
+class OnceFunction(Protocol[P, R_co]):
+    """An `@once` function: called as itself, or `each(items, *args, **kwargs)`, which calls
+    it once per item (the item first, then `args` and `kwargs`)."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co | None: ...
+
+    def each(self, items: Iterable[Any], /, *args: Any, **kwargs: Any) -> BatchResult[R_co]: ...
+
+
+class AsyncOnceFunction(Protocol[P, R_co]):
+    """An async `@once` function: awaited as itself, or `await each_async(items, ...)`."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R_co | None]: ...
+
+    def each_async(
+        self, items: Iterable[Any], /, *args: Any, **kwargs: Any
+    ) -> Coroutine[Any, Any, BatchResult[R_co]]: ...
+
+
+class OnceDecorator(Protocol):
+    """What `once(...)` returns: a decorator that may not run the function (SKIP, DEFER, an
+    abandoned run give None) and adds `each` (`each_async` to an async function)."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # a coroutine function is the async one
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncOnceFunction[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> OnceFunction[P, R]: ...
+
+
+class _Prefetched(RecordStore):
+    """A store whose first create of each key of a batch is answered from the batch's look-up:
+    a record listed is a conflict carrying it (decided as any record found there); anything
+    else, and every later call, goes to `inner`. The claim stays the arbiter: a key listed
+    absent is created conditionally, so a run another instance started since still runs once.
+    A create that loses a race (another instance works on the same batch) has the keys not yet
+    claimed looked up again before the next create (MAX_REFRESHES times at most), so a batch
+    behind another one replays what it finished instead of racing it key by key."""
+
+    def __init__(self, inner: RecordStore, found: dict[str, Record | None],
+                 keys: Sequence[str]) -> None:  # fmt: skip
+        self.inner = inner
+        self._found = found
+        self._pending = dict.fromkeys(keys)
+        self._stale = False
+        #: A create lost a race: another instance works on the same batch.
+        self.contended = False
+        self._refreshes = max(1, len(self._pending) // REFRESH_EVERY)
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Record | None:
+        return self.inner.get(key)
+
+    def put_if_absent(self, record: Record) -> Record:
+        listed = self._listed(record.key)
+        if listed is not None and listed.result is not IN_BODY:  # (else: read it whole)
+            raise RecordConflict("listed", existing=listed)
+        try:
+            return self.inner.put_if_absent(record)
+        except RecordConflict:
+            self._stale = self.contended = True
+            raise
+
+    def _listed(self, key: str) -> Record | None:
+        """The record the look-up found for `key` (once), after a fresh look-up if stale."""
+        with self._lock:
+            self._pending.pop(key, None)
+            if self._stale and self._refreshes > 0 and self._pending:
+                self._stale, self._refreshes = False, self._refreshes - 1
+                try:
+                    self._found.update(self.inner.get_many([key, *self._pending]))
+                except Exception as error:  # each key's claim reads what it needs
+                    log.warning("run-once batch: keys not looked up again: %r", error)
+            return self._found.pop(key, None)
+
+    def replace(self, record: Record, etag: str) -> Record:
+        return self.inner.replace(record, etag)
+
+    def delete(self, key: str, etag: str) -> None:
+        self.inner.delete(key, etag)
+
+    def stored_in_body(self, key: str) -> Record | None:
+        """The completed record listed for `key` whose result is in its body (taken), or None."""
+        with self._lock:
+            listed = self._found.get(key)
+            if listed is None or listed.result is not IN_BODY:
+                return None
+            if listed.status != Status.COMPLETED or listed.expired():
+                return None
+            self._pending.pop(key, None)
+            return self._found.pop(key)
+
+
+class _PrefetchedWatching(_Prefetched):
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        return self.inner.watch(key, etag, until)
+
+
+def _look_up(guards: Sequence[Guard | None]) -> None:
+    """One look-up of every guarded key per store (where the store can), then each item's
+    claim starts from what it found."""
+    stores: dict[int, tuple[RecordStore, list[OnceHandler]]] = {}
+    for guard in guards:
+        handler = getattr(guard, "handler", None)
+        if isinstance(handler, OnceHandler):
+            store = handler.store
+            store = store.inner if isinstance(store, _Prefetched) else store  # a second look
+            stores.setdefault(id(store), (store, []))[1].append(handler)
+    for store, handlers in stores.values():
+        if len(handlers) < 2 or not reads_many(store):
+            continue
+        try:
+            found = store.get_many([handler.key for handler in handlers])
+        except Exception as error:  # each key's own claim reads what it needs
+            log.warning("run-once batch: %d keys not looked up at once: %r", len(handlers), error)
+            continue
+        wrapper = _PrefetchedWatching if watches(store) else _Prefetched
+        prefetched = wrapper(store, found, [handler.key for handler in handlers])
+        for handler in handlers:
+            handler.store = prefetched
+
+
+@dataclass
+class _Item:
+    """One item on its way through `each`."""
+
+    index: int
+    item: Any
+    guard: Guard | None
+    arguments: dict[str, Any]
+    result: ItemResult[Any] | None = None
+
+    @property
+    def key(self) -> str | None:
+        return None if self.guard is None else self.guard.describe().get("key")
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What `each` needs of one `@once` function (built by `once`)."""
+
+    fn: Callable[..., Any]
+    make_guard: Callable[..., Guard]
+    busy: BusyHandling
+    label: tuple[str, str]
+    bind: Callable[..., dict[str, Any]]
+    #: Seconds a busy item is held watching (shared by the batch's busy items), and waited for
+    #: under WAIT (shared likewise).
+    hold: float
+    wait_timeout: float
+
+    def prepare(self, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> list[_Item]:  # fmt: skip
+        """Each item's guard (its key resolved), then one look-up of every key."""
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"each() takes the batch's items (a list), not {type(items).__name__}")
+        prepared = []
+        for index, item in enumerate(items):
+            call_args = (item, *args)
+            entry = _Item(index, item, None, self.bind(*call_args, **kwargs))  # TypeError: all
+            try:
+                entry.guard = self.make_guard(*call_args, **kwargs)
+            except Exception as error:  # no key (KeyTemplateError, InvalidKey...): this item fails
+                entry.result = ItemResult(item, None, "failed", error=error)
+            prepared.append(entry)
+        _look_up([entry.guard for entry in prepared])
+        return prepared
+
+    def name(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def replayed_lazily(self, entry: _Item) -> bool:
+        """Whether `entry` was found completed with its result in its record's body: then it
+        is replayed, the result read when asked for (`ItemResult.value`)."""
+        handler = getattr(entry.guard, "handler", None)
+        results = getattr(entry.guard, "results", None)
+        if not isinstance(handler, OnceHandler) or not isinstance(results, Results):
+            return False
+        store = handler.store
+        if not isinstance(store, _Prefetched):
+            return False
+        record = store.stored_in_body(handler.key)
+        if record is None:
+            return False
+        if handler.payload and record.payload_hash and record.payload_hash != handler.payload:
+            raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
+                                                                handler.payload))  # fmt: skip
+        on_replay = getattr(entry.guard, "on_replay", None)
+        telemetry.emit("replay", key=handler.key, function=results.function,
+                       attempt=record.attempt)  # fmt: skip
+        load = functools.partial(_read_result, store.inner, handler.key, results, on_replay)
+        entry.result = ItemResult(entry.item, handler.key, "replayed", load=load)
+        return True
+
+    def admitted(self, entry: _Item, admission: Admission, call: telemetry.Invocation) -> bool:
+        """Whether `entry` runs; else its result is set (replayed, skipped, busy...)."""
+        guard = entry.guard
+        assert guard is not None
+        call.waited(**guard.describe())
+        if admission.run:
+            call.outcome = "ran"
+            return True
+        key = entry.key
+        if admission.busy is None:
+            call.outcome = admission.outcome
+            entry.result = ItemResult(entry.item, key, _outcome(admission.outcome),
+                                      admission.result)  # fmt: skip
+            return False
+        if self.busy_policy_waits(entry):
+            call.outcome = "busy"
+            entry.result = ItemResult(entry.item, key, "busy", error=admission.busy)
+            return False
+        call.outcome = self.busy.outcome(admission)
+        value = self.busy.apply(admission, self.name(), entry.arguments)
+        entry.result = ItemResult(entry.item, key, _outcome(call.outcome), value)
+        return False
+
+    def busy_policy_waits(self, entry: _Item) -> bool:
+        """Whether `entry`'s second look waits for the key (WAIT; DEFER without a message)."""
+        return self.busy.policy == Busy.WAIT or (
+            self.busy.policy == Busy.DEFER and find_message(entry.arguments) is None
+        )
+
+
+def _read_result(
+    store: RecordStore, key: str, results: Results, on_replay: Callable[[Any], Any] | None
+) -> Any:
+    """A replayed item's result, read from its record (listed completed, result in the body)."""
+    record = store.get(key)
+    if record is None or record.status != Status.COMPLETED:
+        raise RecordConflict(
+            f"run-once key {key!r}: its completed record changed (reset, or expired) before "
+            "its result was read"
+        )
+    value = results.replay(key, record.result)
+    return on_replay(value) if on_replay else value
+
+
+def _outcome(name: str) -> ItemOutcome:
+    known: tuple[ItemOutcome, ...] = ("replayed", "skipped", "deferred", "busy")
+    return next((outcome for outcome in known if outcome == name), "skipped")
+
+
+def _set_budget(guard: Guard, hold: float, wait: float) -> None:
+    """How long this look at a busy item may hold and wait (a run-once guard's own fields)."""
+    if hasattr(guard, "hold"):
+        guard.hold = max(0.0, hold)
+    if hasattr(guard, "wait_timeout"):
+        guard.wait_timeout = max(0.0, wait)
+
+
+def _busy_now(admission: Admission) -> bool:
+    return not admission.run and admission.busy is not None
+
+
+def _failed(entry: _Item, error: BaseException) -> None:
+    """`entry` raised (its work, or its completion after the work ran: the value is kept)."""
+    ran = entry.result if entry.result is not None and entry.result.outcome == "ran" else None
+    value = None if ran is None else ran.value
+    entry.result = ItemResult(entry.item, entry.key, "failed", value, error)
+
+
+def _free(guard: Guard, key: str | None) -> None:
+    """Give back a failed item's key; a free that fails leaves its record to expire."""
+    try:
+        guard.settle(None, failed=True)
+    except Exception as error:
+        log.warning("run-once batch: key %s not freed (its record expires): %r", key, error)
+
+
+def _first_looks(prepared: list[_Item]) -> Iterator[_Item]:
+    """The items with a key, in the batch's order, without holding or waiting; once a create
+    lost a race (another instance works on the same batch, from its start), from the end:
+    the two meet in the middle instead of racing for every item."""
+    pending = deque(e for e in prepared if e.result is None and e.guard is not None)
+    stores = {id(s): s for s in (getattr(getattr(e.guard, "handler", None), "store", None)
+                                 for e in pending) if isinstance(s, _Prefetched)}  # fmt: skip
+    while pending:
+        contended = any(store.contended for store in stores.values())
+        entry = pending.pop() if contended else pending.popleft()
+        assert entry.guard is not None
+        _set_budget(entry.guard, 0.0, 0.0)
+        yield entry
+
+
+def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, bool]]:
+    """The busy items again (looked up at once again before: those finished elsewhere since
+    are replayed without a request each), holding and waiting within one budget they share."""
+    started = time.monotonic()
+    for entry in busy:
+        assert entry.guard is not None
+        spent = time.monotonic() - started
+        _set_budget(entry.guard, spec.hold - spent, spec.wait_timeout - spent)
+        yield entry, spec.busy_policy_waits(entry)
+
+
+def each(spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+         ) -> BatchResult[Any]:  # fmt: skip
+    """Run `spec.fn` once per item (see README, "Batches"): items in order (from the end once
+    another instance is seen working the batch), a busy one after the others; one item's
+    failure stops none of the others."""
+    with invocation_scope(kwargs):
+        prepared = spec.prepare(items, args, kwargs)
+        busy: list[_Item] = []
+        for entry in _first_looks(prepared):  # no holding, no waiting
+            _one(spec, entry, args, kwargs, wait=False, busy=busy)
+        _look_up([entry.guard for entry in busy])
+        for entry, wait in _second_looks(spec, busy):
+            _one(spec, entry, args, kwargs, wait=wait, busy=None)
+    return BatchResult(spec.name(), [_final(entry) for entry in prepared])
+
+
+def _one(spec: BatchSpec, entry: _Item, args: tuple[Any, ...], kwargs: dict[str, Any],
+         *, wait: bool, busy: list[_Item] | None) -> None:  # fmt: skip
+    """One item's look, and its run if admitted; busy at a first look, it joins `busy`."""
+    guard = entry.guard
+    assert guard is not None
+    try:
+        with telemetry.invocation(*spec.label) as call:
+            if spec.replayed_lazily(entry):
+                call.outcome = "replayed"
+                return
+            admission = guard.enter(wait)
+            if busy is not None and _busy_now(admission):
+                call.outcome = "busy"  # looked at again after the others
+                busy.append(entry)
+                return
+            if not spec.admitted(entry, admission, call):
+                return
+            try:
+                with guard.running():
+                    value = spec.fn(entry.item, *args, **kwargs)
+            except BaseException:
+                _free(guard, entry.key)
+                raise
+            entry.result = ItemResult(entry.item, entry.key, "ran", value)
+            guard.settle(value, failed=False)
+    except Exception as error:  # this item's; the others go on
+        _failed(entry, error)
+
+
+async def each_async(
+    spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> BatchResult[Any]:
+    """`each` for an async function: no blocking call on the loop."""
+    with invocation_scope(kwargs):
+        prepared = await off_loop(in_thread(lambda: spec.prepare(items, args, kwargs)))
+        busy: list[_Item] = []
+        for entry in _first_looks(prepared):
+            await _one_async(spec, entry, args, kwargs, wait=False, busy=busy)
+        await off_loop(in_thread(lambda: _look_up([entry.guard for entry in busy])))
+        for entry, wait in _second_looks(spec, busy):
+            await _one_async(spec, entry, args, kwargs, wait=wait, busy=None)
+    return BatchResult(spec.name(), [_final(entry) for entry in prepared])
+
+
+async def _one_async(spec: BatchSpec, entry: _Item, args: tuple[Any, ...],
+                     kwargs: dict[str, Any], *, wait: bool, busy: list[_Item] | None
+                     ) -> None:  # fmt: skip
+    guard = entry.guard
+    assert guard is not None
+    try:
+        with telemetry.invocation(*spec.label) as call:
+            if spec.replayed_lazily(entry):
+                call.outcome = "replayed"
+                return
+            admission = await guard.enter_async(wait)
+            if busy is not None and _busy_now(admission):
+                call.outcome = "busy"
+                busy.append(entry)
+                return
+            if _busy_now(admission) and spec.busy.policy == Busy.DEFER:  # a blocking send
+                admitted = await off_loop(in_thread(lambda: spec.admitted(entry, admission, call)))
+            else:
+                admitted = spec.admitted(entry, admission, call)
+            if not admitted:
+                return
+            try:
+                with guard.running():
+                    value = await spec.fn(entry.item, *args, **kwargs)
+            except BaseException:
+                await off_loop(in_thread(lambda: _free(guard, entry.key)))
+                raise
+            entry.result = ItemResult(entry.item, entry.key, "ran", value)
+            await off_loop(in_thread(lambda: guard.settle(value, failed=False)))
+    except Exception as error:
+        _failed(entry, error)
+
+
+def _final(entry: _Item) -> ItemResult[Any]:
+    assert entry.result is not None, "every item of a batch ends with a result"
+    return entry.result
+
+
+def list_hint(error: KeyTemplateError, bound: dict[str, Any]) -> KeyTemplateError:
+    """`error`, or a clearer one when the invocation was given a batch: a list the field names,
+    or a list of messages, events or documents (not of strings or numbers)."""
+    head = error.field.split(".")[0]
+    batches = [
+        name for name, value in bound.items()
+        if isinstance(value, (list, tuple)) and (name == head or _of_items(value))
+    ]  # fmt: skip
+    if not batches:
+        return error
+    name = batches[0]
+    return KeyTemplateError(
+        error.template, error.field,
+        f"cannot be read: {name!r} is a list of {len(bound[name])} items (a batch: a trigger "
+        f"with cardinality='many'); a key is one item's: call fn.each({name}) to run each "
+        "item once (README, 'Batches')",
+    )  # fmt: skip
+
+
+def _of_items(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether `values` holds messages, events or documents (objects, not scalars)."""
+    return bool(values) and not isinstance(values[0], (str, bytes, int, float))
+
+
+def with_each(wrapper: F, spec: BatchSpec) -> F:
+    """`wrapper` (an `@once` function) with `each`, or `each_async` when it is async."""
+    if inspect.iscoroutinefunction(spec.fn):
+
+        async def run_each_async(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
+            return await each_async(spec, items, args, kwargs)
+
+        wrapper.each_async = run_each_async  # type: ignore[attr-defined]
+    else:
+
+        def run_each(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
+            return each(spec, items, args, kwargs)
+
+        wrapper.each = run_each  # type: ignore[attr-defined]
+    return wrapper
