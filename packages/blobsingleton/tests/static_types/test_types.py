@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
+#: Each test runs mypy in a child process, about 15 s from cold: not part of `make test-fast`.
+pytestmark = pytest.mark.services
 
 
 def mypy(path: Path) -> subprocess.CompletedProcess[str]:
