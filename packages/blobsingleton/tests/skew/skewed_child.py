@@ -115,14 +115,14 @@ def main() -> None:
         return "sent"
 
     if kind.startswith("singleton"):
-        guarded = singleton(key, on_busy=busy, period=15, wait_timeout=60)(work)
+        guarded = singleton(key, on_busy=busy, period=15, wait_timeout=300)(work)
     else:
         guarded = once(
             key,
             mode=Mode.AT_MOST_ONCE if kind.startswith("once-amo") else Mode.AT_LEAST_ONCE,
             in_progress_timeout=in_progress_timeout,
             on_in_progress=busy,
-            wait_timeout=60,
+            wait_timeout=300,
         )(work)
     print("start", flush=True)
     try:
