@@ -69,7 +69,12 @@ def test_failover_after_sigkill_waits_for_the_lease_to_expire(bench_env: str) ->
     result = failover.run(argparse.Namespace(
         trials=2, once_in_progress_timeout=300.0, cases="ours_kill",
     ))  # fmt: skip
-    assert 5.0 <= result["ours_kill"]["min"] <= result["ours_kill"]["max"] <= 17.0
+    # Not before the lease expires (10 to 15 s after the kill: renewed every 5 s); how soon
+    # after is the benchmark's target, judged by `targets_met`; ten lease periods only tell
+    # an expiry from a key held for good.
+    kill = result["ours_kill"]
+    assert 5.0 <= kill["min"] <= kill["max"] <= 10 * failover.LEASE_S
+    assert result["targets_met"] == (kill["max"] <= failover.TARGETS["ours_kill_max_s"])
 
 
 def test_contention_one_holder_at_a_time_and_the_line_serves_every_process(
