@@ -2,7 +2,8 @@
 crashed holder's key on time: every expiry is judged in storage's time.
 
 Two real processes race on one key against a real Azurite, one of them with `time.time()`
-shifted by 120 s either way (monotonic clocks untouched, as on a VM resumed from a pause).
+shifted by 120 s either way, 600 s for the takeovers (monotonic clocks untouched, as on a VM
+resumed from a pause).
 Before expiry moved to storage's time, a record stamped by one clock and judged by another
 ran the work twice (caller ahead) or held a crashed run's key two minutes too long (behind).
 """
@@ -27,7 +28,7 @@ CHILD = [str(Path(__file__).resolve().parents[1] / "skew" / "skewed_child.py")]
 SKEW = 120.0
 #: The takeover test's clocks are further apart, so that a takeover judged by a taker's own
 #: clock (600 s late, or at once) stays apart from one judged in storage's time even under
-#: a bound of ten times what the latter takes on an idle machine (`takeover_bound`).
+#: a bound of ten times what the latter takes on an idle machine.
 TAKEOVER_SKEW = 600.0
 #: Short enough that the work outlives several heartbeats, long enough for a loaded machine.
 IN_PROGRESS_TIMEOUT = 2.0
