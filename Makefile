@@ -46,9 +46,11 @@ demo: setup
 test: setup lint docs
 	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
-# Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`).
+# Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`),
+# spread test by test over one process per core (they wait on the CPU, not on services).
+FAST_WORKERS ?= auto
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not services" $(if $(filter-out 1,$(FAST_WORKERS)),-n $(FAST_WORKERS)) $(PYTEST_ARGS)
 
 # The library's own tests, from its folder alone (they start their own Azurite).
 test-lib: $(VENV)/.installed node_modules/.installed

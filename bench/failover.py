@@ -207,6 +207,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ours_sigterm": lambda r: r["max"] <= targets["ours_sigterm_max_s"],
         "once_kill": lambda r: r["max"] <= targets["once_kill_max_s"],
     }
+    checked = {case: check(result[case]) for case, check in checks.items() if case in result}
+    # A stopped holder of ours hands over sooner than WebJobs' (its waiters poll every 5 s):
+    # a comparison of two timings, judged here in one run, never in a test.
+    if "ours_sigterm" in result and "webjobs_sigterm" in result:
+        checked["sigterm_sooner_than_webjobs"] = (
+            result["ours_sigterm"]["median"] < result["webjobs_sigterm"]["median"]
+        )
     result["targets"] = targets
-    result["targets_met"] = all(check(result[c]) for c, check in checks.items() if c in result)
+    result["targets_checked"] = checked
+    result["targets_met"] = all(checked.values())
     return result

@@ -71,7 +71,7 @@ def _runs(kind: str, skew: float, timeout: float) -> int | None:
         or not all(any(line.startswith("result") for line in out) for out in outs)
     ):
         return None
-    return 1 + outs[0].count("ran")
+    return 1 + sum(line.split()[:1] == ["ran"] for line in outs[0])  # "ran" or "ran TOKEN"
 
 
 def _takeover(kind: str, skew: float, timeout: float) -> float | None:

@@ -44,15 +44,24 @@ def test_storm_rounds_report_the_median_round_and_judge_every_round(bench_env: s
     assert result["alternatives"]["ours"]["emails"] == 4
 
 
-def test_failover_sigterm_hands_over_sooner_than_webjobs_polling(bench_env: str) -> None:
+def test_failover_sigterm_hands_over_and_the_run_judges_it_against_webjobs(
+    bench_env: str,
+) -> None:
+    """Which of the two hands over sooner is the benchmark's claim (`targets_checked`), judged
+    in one run; the test holds the run's shape and what no busy machine can change: every key
+    is taken over, after the stop, and before a lease left to expire could be (10 s: the lease
+    was renewed at most 5 s before the stop), ten times what ours takes on an idle machine."""
     result = failover.run(argparse.Namespace(
         trials=2, once_in_progress_timeout=300.0, cases="ours_sigterm,webjobs_sigterm",
     ))  # fmt: skip
     ours, webjobs = result["ours_sigterm"], result["webjobs_sigterm"]
     assert ours["n"] == webjobs["n"] == 2
-    assert 0 <= ours["min"] <= ours["median"] <= ours["max"] < 3.0  # released, not expired
-    assert ours["median"] < webjobs["median"]
+    assert 0 <= ours["min"] <= ours["median"] <= ours["max"] < failover.LEASE_S - 5.0
     assert ours["timeline"]["stopped"] <= min(ours["timeline"]["taken_over"])
+    checked = result["targets_checked"]
+    assert set(checked) == {"ours_sigterm", "sigterm_sooner_than_webjobs"}
+    assert checked["sigterm_sooner_than_webjobs"] == (ours["median"] < webjobs["median"])
+    assert result["targets_met"] == all(checked.values())
 
 
 @pytest.mark.slow
@@ -60,7 +69,12 @@ def test_failover_after_sigkill_waits_for_the_lease_to_expire(bench_env: str) ->
     result = failover.run(argparse.Namespace(
         trials=2, once_in_progress_timeout=300.0, cases="ours_kill",
     ))  # fmt: skip
-    assert 5.0 <= result["ours_kill"]["min"] <= result["ours_kill"]["max"] <= 17.0
+    # Not before the lease expires (10 to 15 s after the kill: renewed every 5 s); how soon
+    # after is the benchmark's target, judged by `targets_met`; ten lease periods only tell
+    # an expiry from a key held for good.
+    kill = result["ours_kill"]
+    assert 5.0 <= kill["min"] <= kill["max"] <= 10 * failover.LEASE_S
+    assert result["targets_met"] == (kill["max"] <= failover.TARGETS["ours_kill_max_s"])
 
 
 def test_contention_one_holder_at_a_time_and_the_line_serves_every_process(

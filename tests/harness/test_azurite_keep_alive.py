@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from harness import services
+
+pytestmark = pytest.mark.services  # starts Azurite itself (twice), no fixture says so
 
 
 def _idle_connection_closed_within(port: int, seconds: float) -> bool:

@@ -97,7 +97,9 @@ def test_a_killed_run_is_taken_over_by_the_next_delivery_and_nothing_is_lost(
     while retry.wait(120) == 0 and not imports_env.blob_names(f"crash/reports/{NIGHT}/report"):
         retry = spawn(subprocess_env, "function", "crash", body("crash"))  # deferred: again
         time.sleep(1)
-    assert time.monotonic() - killed_at < 60, "the crashed run blocked the account too long"
+    # Taken over once the crashed run's lease (15 s) is free; ten lease periods tell "blocked
+    # until it expired" from "blocked for good" on any machine (how soon: `bench failover`).
+    assert time.monotonic() - killed_at < 10 * 15, "the crashed run blocked the account"
     assert len(imports_env.members("crash")) == 4000 - 100
     rejected = imports_env.rejected_lines(f"crash/rejected/{NIGHT}/big.csv.rejected.jsonl")
     assert len(rejected) == 100

@@ -94,6 +94,7 @@ def test_the_built_wheel_passes_twine_installs_alone_and_runs_its_examples(
     assert '"sent": ["e1"]' in result  # the testing module, from the wheel, without storage
 
 
+@pytest.mark.services  # a virtualenv, pip and pytest in child processes, one starting Azurite
 @pytest.mark.timeout(900)
 def test_the_librarys_tests_run_from_its_folder_with_its_test_extra(tmp_path: Path) -> None:
     """`pip install -e '.[test]'` in a fresh virtualenv, then `pytest` in the library's folder:

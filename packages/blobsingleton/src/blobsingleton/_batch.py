@@ -121,7 +121,7 @@ class OnceFunction(Protocol[P, R_co]):
     """An `@once` function: called as itself, or `each(items, *args, **kwargs)`, which calls
     it once per item (the item first, then `args` and `kwargs`)."""
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co | None: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
     def each(self, items: Iterable[Any], /, *args: Any, **kwargs: Any) -> BatchResult[R_co]: ...
 
@@ -129,7 +129,7 @@ class OnceFunction(Protocol[P, R_co]):
 class AsyncOnceFunction(Protocol[P, R_co]):
     """An async `@once` function: awaited as itself, or `await each_async(items, ...)`."""
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R_co | None]: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R_co]: ...
 
     def each_async(
         self, items: Iterable[Any], /, *args: Any, **kwargs: Any
@@ -137,8 +137,8 @@ class AsyncOnceFunction(Protocol[P, R_co]):
 
 
 class OnceDecorator(Protocol):
-    """What `once(...)` returns: a decorator that may not run the function (SKIP, DEFER, an
-    abandoned run give None) and adds `each` (`each_async` to an async function)."""
+    """What `once(...)` returns under WAIT or a callable, at least once: a decorator whose
+    function returns what it returns (or raises), with `each` (`each_async` when async)."""
 
     @overload
     def __call__(  # type: ignore[overload-overlap]  # a coroutine function is the async one
@@ -146,6 +146,18 @@ class OnceDecorator(Protocol):
     ) -> AsyncOnceFunction[P, R]: ...
     @overload
     def __call__(self, fn: Callable[P, R], /) -> OnceFunction[P, R]: ...
+
+
+class MaybeSkippedOnce(Protocol):
+    """What `once(...)` returns with SKIP, DEFER or AT_MOST_ONCE: the function may not run (a
+    skipped, deferred or abandoned call gives None)."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # a coroutine function is the async one
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncOnceFunction[P, R | None]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> OnceFunction[P, R | None]: ...
 
 
 class _Prefetched(RecordStore):

@@ -67,7 +67,9 @@ def test_a_busy_copy_learns_the_run_finished_within_a_tick_and_gets_its_result(
     released_after = time.monotonic() - finished
     assert child.wait(10) == 0
     assert result == [{"by": "holder"}] and ran == []  # the stored result, never run again
-    assert released_after < MAX_TICK + 0.5
+    # At its next look (a tick, MAX_TICK at most), not at the end of its 20 s hold or the
+    # run's 15 s timeout: ten times what it takes on an idle machine tells them apart.
+    assert released_after < 10 * (MAX_TICK + 0.5)
 
 
 def test_a_copy_waiting_on_a_killed_run_takes_over_once_its_record_expires(
@@ -78,8 +80,8 @@ def test_a_copy_waiting_on_a_killed_run_takes_over_once_its_record_expires(
     ran: list[float] = []
 
     @once(
-        "hold-{key}", on_in_progress=_busy, hold_busy=30.0, in_progress_timeout=timeout,
-        scope="app",
+        "hold-{key}", on_in_progress=_busy, hold_busy=12 * timeout,
+        in_progress_timeout=timeout, scope="app",
     )  # fmt: skip
     def work(key: str) -> str:
         ran.append(time.monotonic())
@@ -92,24 +94,26 @@ def test_a_copy_waiting_on_a_killed_run_takes_over_once_its_record_expires(
     os.kill(child.pid, signal.SIGKILL)
     killed = time.monotonic()
     child.wait(10)
-    copy.join(timeout + 10)
+    copy.join(12 * timeout)
     assert result == ["taken over"]
-    # Within today's bound: the in-progress timeout (judged in storage time, whose
-    # Last-Modified has whole seconds) plus a tick.
-    assert ran[0] - killed <= timeout + TIME_RESOLUTION + MAX_TICK + 0.5
+    # Once the record expires: its in-progress timeout (judged in storage time, whose
+    # Last-Modified has whole seconds) plus a tick, about 4 s on an idle machine. How soon is
+    # `bench failover`'s claim (`once_kill`); here, within ten timeouts, it is taken over.
+    assert ran[0] - killed <= 10 * timeout
 
 
 def test_a_copy_held_shorter_than_a_killed_run_defers_to_when_the_record_can_expire(
     storage_env: str,
 ) -> None:
-    timeout = 6.0
+    timeout = 15.0
     store = BlobRecordStore()
     crashed_run(store, "dead", timeout)
     handler = OnceHandler(store, "dead", in_progress_timeout=timeout)
     started = time.monotonic()
     outcome = handler.hold(handler.begin(), 1.0)
     held = time.monotonic() - started
-    assert outcome.decision == Decision.BUSY and 1.0 <= held < 2.0
+    # Held its 1 s, not less; well under the 15 s the record has left (10 s: ten times 1 s).
+    assert outcome.decision == Decision.BUSY and 1.0 <= held < 10.0
     # Re-queued for what is left of the expiry after the hold, not the whole of it again.
     retry_at = started + held + handler.retry_after(outcome.record)
     assert retry_at <= started + timeout + TIME_RESOLUTION + 1.5

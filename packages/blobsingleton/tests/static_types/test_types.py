@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 HERE = Path(__file__).parent
+#: Each test runs mypy --strict from cold, about 15 s: not part of `make test-fast`.
+pytestmark = pytest.mark.services
 
 
 def mypy(path: Path) -> tuple[str, int]:
