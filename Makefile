@@ -25,15 +25,14 @@ chromium:
 		fi; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml \
-		packages/timerschedules/pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The hashed lock (make lock): pip refuses any file whose hash is not in it. It replaces the
 	# venv's bundled setuptools too.
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	# The library as an editable install, so a change to it is tested without reinstalling.
-	$(PY) -m pip install --quiet --no-deps -e packages/timerschedules -e packages/blobsingleton
+	$(PY) -m pip install --quiet --no-deps -e packages/blobsingleton
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -53,7 +52,6 @@ test-fast: $(VENV)/.installed
 # The library's own tests, from its folder alone (they start their own Azurite).
 test-lib: $(VENV)/.installed node_modules/.installed
 	cd packages/blobsingleton && ../../$(PY) -m pytest $(PYTEST_ARGS)
-	cd packages/timerschedules && ../../$(PY) -m pytest $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
 test-long: setup lint
@@ -64,19 +62,17 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src \
-		packages/timerschedules/src
+	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
 
 # The library's API reference, from its docstrings: any warning fails the build.
 docs: $(VENV)/.installed
 	$(PY) -W error -m pdoc --docformat markdown -o .build/docs blobsingleton \
 		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors \
-		timerschedules
+		blobsingleton.schedules
 
 # The library's release artifacts: sdist and wheel in dist/, metadata checked strictly.
 dist: $(VENV)/.installed
-	rm -rf dist && $(PY) -m build --outdir dist packages/timerschedules \
-		&& $(PY) -m build --outdir dist packages/blobsingleton
+	rm -rf dist && $(PY) -m build --outdir dist packages/blobsingleton
 	$(PY) -m twine check --strict dist/*
 
 # requirements.txt and requirements-dev.txt, hashed, from the .in files, and the library's wheel

@@ -18,8 +18,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import timerschedules
-
+from blobsingleton import schedules
 from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
 from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders, setting
@@ -129,13 +128,13 @@ def _occurrence(
     template: str, timer: TimerRequestLike, schedule: str | None, now: datetime | None = None
 ) -> str:
     """The schedule occurrence this timer invocation stands for (ISO UTC), the same on every
-    instance (`timerschedules.fired_occurrence`)."""
+    instance (`schedules.fired_occurrence`)."""
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
         text = resolve_placeholders(schedule)
-        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now)
-    except (SettingMissing, timerschedules.InvalidSchedule, timerschedules.NoOccurrence) as error:
+        moment = schedules.fired_occurrence(text, timer.schedule_status, now)
+    except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 

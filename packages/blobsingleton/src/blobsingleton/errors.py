@@ -52,6 +52,30 @@ class KeyTemplateError(BlobSingletonError, LookupError):
         self.template, self.field, self.reason = template, field, reason
 
 
+#: The host's message for a schedule it cannot read (the timer extension's CronSchedule).
+HOST_MESSAGE = (
+    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
+)
+
+
+class InvalidSchedule(BlobSingletonError, ValueError):
+    """A timer schedule the host would refuse (`blobsingleton.schedules`): the function fails
+    to index, as on Azure."""
+
+    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
+        where = f"Error indexing method 'Functions.{function}'. " if function else ""
+        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
+        self.schedule, self.reason, self.function = schedule, reason, function
+
+
+class NoOccurrence(BlobSingletonError, LookupError):
+    """A valid timer schedule that never fires (an impossible date such as February 30)."""
+
+    def __init__(self, schedule: str) -> None:
+        super().__init__(f"schedule {schedule!r} has no occurrence")
+        self.schedule = schedule
+
+
 class StorageUnavailable(BlobSingletonError):
     """Storage did not answer, or answered with a server error, after the client's retries."""
 
@@ -156,8 +180,8 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "AlreadyInProgress", "BlobSingletonError", "InvalidKey", "InvalidRequest",
-    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NotFound",
-    "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
+    "AlreadyInProgress", "BlobSingletonError", "InvalidKey", "InvalidRequest", "InvalidSchedule",
+    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NoOccurrence",
+    "NotFound", "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
     "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing", "StorageUnavailable",
 ]  # fmt: skip

@@ -16,6 +16,8 @@ SAMPLES: list[BaseException] = [
     errors.InvalidKey("../x", "a '..' segment"),
     errors.KeyTemplateError("email-{event_id}", "event_id", "not found"),
     errors.StorageUnavailable("acquire", "connection refused"),
+    errors.InvalidSchedule("0 0 2 * * L", "'L' is not supported", "nightly"),
+    errors.NoOccurrence("0 0 0 30 Feb *"),
     errors.LeaseError("lease 'k' could not be created"),
     errors.LeaseTimeout("import-acme", 12.5),
     errors.LeaseLost("import-acme", 7, "renewal refused"),
