@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
@@ -23,6 +24,25 @@ class QueueMessageLike(Protocol):
     def dequeue_count(self) -> int | None: ...
 
     def get_body(self) -> bytes: ...
+
+
+#: The extra that installs the queue SDK `send_message` (and so `Busy.DEFER`) needs.
+QUEUE_EXTRA = "pip install blobsingleton[queue]"
+
+
+def require_sdk(function: str) -> None:
+    """Refuse (`ImportError` naming the `[queue]` extra) a `Busy.DEFER` on `function` where
+    `azure-storage-queue` is not installed: at decoration, not at the first busy delivery."""
+    try:
+        found = importlib.util.find_spec("azure.storage.queue") is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise ImportError(
+            f"{function}: Busy.DEFER re-enqueues the queue message with azure-storage-queue,"
+            f" which is not installed: {QUEUE_EXTRA}",
+            name="azure.storage.queue",
+        )
 
 
 def send_message(
@@ -45,4 +65,4 @@ def send_message(
     return str(sent.id)
 
 
-__all__ = ["QueueMessageLike", "send_message"]
+__all__ = ["QUEUE_EXTRA", "QueueMessageLike", "require_sdk", "send_message"]
