@@ -84,6 +84,25 @@ class StorageUnavailable(BlobSingletonError):
         self.operation, self.cause = operation, str(cause)
 
 
+class StorageAccountError(BlobSingletonError):
+    """The storage account an app setting names cannot be used: its connection string cannot
+    be read (`InvalidConnectionString`), or the account refuses the credentials
+    (`CredentialsRefused`). Names the setting and the account, never a key."""
+
+    def __init__(self, setting: str, account: str, reason: str) -> None:
+        super().__init__(f"app setting {setting} (storage account {account!r}): {reason}")
+        self.setting, self.account, self.reason = setting, account, reason
+
+
+class InvalidConnectionString(StorageAccountError, ValueError):
+    """The connection string is blank or malformed, or its account key is not base64."""
+
+
+class CredentialsRefused(StorageAccountError, PermissionError):
+    """The account refused the credentials: a wrong or rotated key, an expired SAS, an
+    identity without a data role on the account, or one that could not get a token."""
+
+
 class LeaseError(BlobSingletonError):
     """Root of the lease errors."""
 
@@ -180,8 +199,9 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "AlreadyInProgress", "BlobSingletonError", "InvalidKey", "InvalidRequest", "InvalidSchedule",
-    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NoOccurrence",
-    "NotFound", "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
-    "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing", "StorageUnavailable",
+    "AlreadyInProgress", "BlobSingletonError", "CredentialsRefused", "InvalidConnectionString",
+    "InvalidKey", "InvalidRequest", "InvalidSchedule", "KeyTemplateError", "LeaseError",
+    "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NoOccurrence", "NotFound", "NotHeld",
+    "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch", "RecordConflict",
+    "ResultNotStorable", "RunLost", "SettingMissing", "StorageAccountError", "StorageUnavailable",
 ]  # fmt: skip
