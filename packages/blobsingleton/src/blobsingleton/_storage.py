@@ -56,6 +56,19 @@ def unavailable_as(operation: str) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def refusal_named() -> Iterator[None]:
+    """Credentials the account refuses as `CredentialsRefused`; every other error unchanged
+    (for callers whose transient failures keep the SDK's errors, as a DEFER's send)."""
+    try:
+        yield
+    except AzureError as error:
+        denied = refused(error)
+        if denied is None:
+            raise
+        raise denied from None
+
+
 def create_container_quietly(container: ContainerClient, **options: Any) -> None:
     """Create the container; another instance creating it first is success too."""
     with contextlib.suppress(ResourceExistsError):

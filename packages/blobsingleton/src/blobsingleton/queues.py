@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton._connection import StorageAccount
+from blobsingleton._storage import refusal_named
 
 
 @runtime_checkable
@@ -56,12 +57,13 @@ def send_message(
         message_encode_policy=sdk.BinaryBase64EncodePolicy(),
         message_decode_policy=sdk.BinaryBase64DecodePolicy(),
     )
-    try:
-        sent = client.send_message(body, visibility_timeout=visibility_timeout)
-    except ResourceNotFoundError:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    with refusal_named():  # the account refusing the credentials: named as the library names it
+        try:
+            sent = client.send_message(body, visibility_timeout=visibility_timeout)
+        except ResourceNotFoundError:
+            with contextlib.suppress(ResourceExistsError):
+                client.create_queue()
+            sent = client.send_message(body, visibility_timeout=visibility_timeout)
     return str(sent.id)
 
 

@@ -123,3 +123,15 @@ def test_the_operators_listing_is_refused_the_same_way(
     with pytest.raises(CredentialsRefused) as refused:
         list(list_locks())
     assert_one_error(refused.value, "AzureWebJobsStorage", "devstoreaccount1")
+
+
+def test_a_deferral_is_refused_the_same_way(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Busy.DEFER's re-enqueue goes to the same account's queue service."""
+    from blobsingleton.queues import send_message
+
+    monkeypatch.setenv("AzureWebJobsStorage", with_key(storage_env, WRONG_KEY))
+    with pytest.raises(CredentialsRefused) as refused:
+        send_message(from_settings(), f"defer-{uuid.uuid4().hex[:8]}", b"{}")
+    assert_one_error(refused.value, "AzureWebJobsStorage", "devstoreaccount1")
