@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # its Azurite stay together). 1 runs them in this process, one after the other.
 TEST_WORKERS ?= 3
 
-.PHONY: setup chromium demo test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
+.PHONY: setup chromium demo demo-intro test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
 
 setup: $(VENV)/.installed node_modules/.installed chromium
 
@@ -25,23 +25,36 @@ chromium:
 		fi; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml \
-		packages/timerschedules/pyproject.toml
+# Each step says what it does and how long it takes on a fresh machine (measured: the demo's
+# paragraph in README.md).
+$(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton/pyproject.toml
+	@echo "set-up 1/4: a virtualenv in $(VENV)/ (seconds)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "set-up 2/4: pip's latest release (seconds)"
 	$(PY) -m pip install --quiet --upgrade pip
+	@echo "set-up 3/4: the $$(grep -cE '^[A-Za-z0-9._-]+==' requirements-dev.txt) pinned Python packages of requirements-dev.txt, hash-checked (the longest step: 1 to 3 minutes on a fresh machine, by its downloads)"
 	# The hashed lock (make lock): pip refuses any file whose hash is not in it. It replaces the
 	# venv's bundled setuptools too.
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
+	@echo "set-up 4/4: the library, editable from packages/blobsingleton (seconds)"
 	# The library as an editable install, so a change to it is tested without reinstalling.
-	$(PY) -m pip install --quiet --no-deps -e packages/timerschedules -e packages/blobsingleton
+	$(PY) -m pip install --quiet --no-deps -e packages/blobsingleton
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
+	@echo "set-up: Azurite, Prism and the other pinned Node tools (npm ci: about 2 minutes on a fresh machine)"
 	npm ci --no-fund --no-audit --loglevel=error
 	touch $@
 
-demo: setup
+# The demo needs no browser: the Python and Node set-up only (chromium is for tests/ops).
+demo: demo-intro $(VENV)/.installed node_modules/.installed
 	$(PY) -m harness demo
+
+demo-intro:
+	@echo "make demo: 4 function app instances on a private Azurite, each receiving every one of 200"
+	@echo "events, first with @once (each event emailed once), then without (every instance emails"
+	@echo "every event); about a minute. On a fresh machine the set-up comes first, each step shown:"
+	@echo "3 to 4 minutes (a virtualenv of pinned packages, then the Node tools), once only."
 
 test: setup lint docs
 	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
@@ -55,7 +68,6 @@ test-fast: $(VENV)/.installed
 # The library's own tests, from its folder alone (they start their own Azurite).
 test-lib: $(VENV)/.installed node_modules/.installed
 	cd packages/blobsingleton && ../../$(PY) -m pytest $(PYTEST_ARGS)
-	cd packages/timerschedules && ../../$(PY) -m pytest $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.
 test-long: setup lint
@@ -66,19 +78,17 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src \
-		packages/timerschedules/src
+	$(PY) -m bandit -q -c pyproject.toml -r function_app.py functions shared packages/blobsingleton/src
 
 # The library's API reference, from its docstrings: any warning fails the build.
 docs: $(VENV)/.installed
 	$(PY) -W error -m pdoc --docformat markdown -o .build/docs blobsingleton \
-		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors blobsingleton.batches \
-		timerschedules
+		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors \
+		blobsingleton.batches blobsingleton.schedules
 
 # The library's release artifacts: sdist and wheel in dist/, metadata checked strictly.
 dist: $(VENV)/.installed
-	rm -rf dist && $(PY) -m build --outdir dist packages/timerschedules \
-		&& $(PY) -m build --outdir dist packages/blobsingleton
+	rm -rf dist && $(PY) -m build --outdir dist packages/blobsingleton
 	$(PY) -m twine check --strict dist/*
 
 # requirements.txt and requirements-dev.txt, hashed, from the .in files, and the library's wheel

@@ -10,13 +10,12 @@ presence of a hash puts pip in hash-checking mode for the whole file, transitive
 dependencies included. The dev set is compiled under the runtime set's pins, so the tests run
 the exact versions the deployment installs.
 
-The repository's own packages (packages/timerschedules and packages/blobsingleton, which
-reads timer schedules with it) are not on PyPI and a folder cannot carry a hash, so the lock
-builds their wheels (hatchling's builds are reproducible: fixed timestamps, sorted entries)
-into deploy/ and pins those files with their hashes. A change to either therefore needs
-`make lock` again; tests/package/test_lock.py fails until the wheels in deploy/ are the ones
-the sources build. Resolution reads PyPI itself (https://pypi.org/simple), never a
-local mirror or find-links a machine's pip configuration may add.
+The repository's own package (packages/blobsingleton) is not on PyPI and a folder cannot
+carry a hash, so the lock builds its wheel (hatchling's builds are reproducible: fixed
+timestamps, sorted entries) into deploy/ and pins that file with its hash. A change to it
+therefore needs `make lock` again; tests/package/test_lock.py fails until the wheel in
+deploy/ is the one the source builds. Resolution reads PyPI itself (https://pypi.org/simple),
+never a local mirror or find-links a machine's pip configuration may add.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-#: The repository's own packages, in the order pip needs them (blobsingleton depends on the first).
-PACKAGES = ("timerschedules", "blobsingleton")
+#: The repository's own packages (one: the library, with its timer schedules inside).
+PACKAGES = ("blobsingleton",)
 INDEX = "https://pypi.org/simple"
 
 HEADER = """\

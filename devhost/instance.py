@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from blobsingleton.errors import SettingMissing
+from blobsingleton.schedules import InvalidSchedule
 from blobsingleton.settings import setting
-from timerschedules import InvalidSchedule
 
 from devhost.blob_listener import BlobQueueListener, EventGridSource
 from devhost.host_config import HostConfig, load_host_config

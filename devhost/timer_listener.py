@@ -7,7 +7,7 @@ real host's Listener-mode singleton. The schedule monitor keeps
 stored Next has passed at start-up there is ONE catch-up run with past_due=True.
 No retry on failure, like the host.
 
-As the host's `TimerListener`: the schedule (`timerschedules`, with the host's
+As the host's `TimerListener`: the schedule (`blobsingleton.schedules`, with the host's
 daylight-saving rules: an interval fires in both passes of a repeated hour, a point in time
 once) is followed from the time each firing started, moved up to the occurrence it stood for
 if it fired early; the function sees the schedule status only when the monitor is on, and the
@@ -30,7 +30,7 @@ import blobsingleton.config
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.functions.timer import TimerRequest
 from blobsingleton.errors import SettingMissing
-from timerschedules import InvalidSchedule, Schedule, parse_schedule
+from blobsingleton.schedules import InvalidSchedule, Schedule, parse_schedule
 
 from devhost.host_retry import HostRetry
 from devhost.indexing import IndexedFunction, TimerTrigger

@@ -28,9 +28,8 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import azure.functions as func
-import timerschedules
 from azure.functions.timer import TimerRequest as WorkerTimerRequest
-from blobsingleton import Busy, current_lease, once, singleton
+from blobsingleton import Busy, current_lease, once, schedules, singleton
 from blobsingleton.settings import resolve_placeholders
 
 from shared import poison
@@ -84,7 +83,7 @@ def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     # The worker binds its own TimerRequest, which carries the schedule status the abstract
     # `func.TimerRequest` does not declare.
     status = cast(WorkerTimerRequest, timer).schedule_status
-    occurrence = timerschedules.fired_occurrence(resolve_placeholders(SCHEDULE), status)
+    occurrence = schedules.fired_occurrence(resolve_placeholders(SCHEDULE), status)
     accounts, skipped = accounts_to_import()
     requests = enqueue_imports(accounts, occurrence.date())
     log.info(

@@ -1,10 +1,12 @@
-"""`python -m harness demo`: the storm, guarded and unguarded, in about a minute.
+"""`python -m harness demo`: the storm, guarded and unguarded, in well under a minute.
 
 N instances each receive every event (one queue per instance, every event on every queue).
 First the app as it is: `@once` per event id, so each event is emailed once. Then the same
 storm through the same function without `@once`: every instance emails every event. On a
-terminal a progress panel follows each run; the instances' log goes to a file; the summary
-says what happened and where to look next. Piped (CI) or with `--json`: the summary or one
+terminal a first line says what is about to run, a progress panel follows each run; the
+instances' log goes to a file; the summary says what happened and where to look next, with
+commands that run as printed (this interpreter's path, not a bare `python`, which is not
+this virtualenv's unless it is activated). Piped (CI) or with `--json`: the summary or one
 JSON object only.
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -33,7 +37,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def runnable(program: str | Path) -> str:
+    """`program` as a command that runs from the working directory without an activated
+    virtualenv or npx: relative inside it (`.venv/bin/python`), absolute elsewhere."""
+    path = os.path.abspath(program)  # (a venv's link, not the interpreter it names)
+    relative = os.path.relpath(path)
+    return shlex.quote(path if relative.startswith("..") else relative)
+
+
 def main(args: argparse.Namespace) -> int:
+    if progress.on_terminal() and not args.json:
+        print(
+            f"Demo: a private Azurite, then {args.instances} instances x {args.events} events"
+            " twice: with @once (each event emailed once), then without (every instance emails"
+            " every event). A panel follows each run; the summary says where to look next.",
+            flush=True,
+        )
     run_dir = Path(".devhost") / kit.new_run_id()
     run_dir.mkdir(parents=True, exist_ok=True)
     log_file = None if args.verbose else str((run_dir / "instances.log").resolve())
@@ -86,15 +105,17 @@ def summary(
         if guarded.ok
         else "FAILED: the guarded run sent duplicates or missed events (see the log)."
     )
+    python = runnable(sys.executable)
     rows += [
         verdict,
         f"Instances' log: {log_file or 'streamed above (--verbose)'}",
         "Look next:",
         f"  - the outbox: container outbox-{guarded.run_id} holds one email per event; to browse "
-        f"it: npx azurite --skipApiVersionCheck --location {run_dir / 'azurite'}",
-        f"  - the storm with no guard: python -m harness scenario notifications --app "
+        f"it: {runnable(services.NODE_BIN / 'azurite')} --skipApiVersionCheck --location "
+        f"{shlex.quote(str(run_dir / 'azurite'))}",
+        f"  - the storm with no guard: {python} -m harness scenario notifications --app "
         f"{UNGUARDED_APP} --azurite",
         "  - why it holds, and where it cannot: docs/guarantees.md",
-        "  - the 8 x 1,000 benchmark: python -m harness scenario notifications --azurite",
+        f"  - the 8 x 1,000 benchmark: {python} -m harness scenario notifications --azurite",
     ]
     return "\n".join(rows)

@@ -13,8 +13,8 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from blobsingleton.schedules import fired_occurrence
 from devhost_testkit import Records, StorageHelper, wait_for
-from timerschedules import fired_occurrence
 
 from devhost.host_config import HostConfig
 from devhost.indexing import IndexedFunction, TimerTrigger

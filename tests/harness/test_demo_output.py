@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ def _check_summary(text: str) -> Path:
     assert unguarded and int(unguarded[1]) == 30 and int(unguarded[2]) == 15, text
     assert "OK: each event emailed exactly once" in text
     assert "python -m harness scenario notifications --app" in text  # what to run next
+    assert not re.search(r"(?<![/\w])python -m harness", text), "a bare `python`: not the venv's"
     log = re.search(r"Instances' log: (\S+)", text)
     assert log, text
     return Path(log[1])
@@ -56,6 +58,43 @@ def test_piped_the_demo_prints_only_the_summary_and_logs_to_a_file(tmp_path: Pat
     log = _check_summary(done.stdout)
     assert log.exists() and "send_notification" in log.read_text()
     assert done.stderr.count("\n") < 5, done.stderr  # the instances' log is in the file
+    run_the_suggested_commands(done.stdout, tmp_path)
+
+
+def suggested(text: str) -> list[list[str]]:
+    """The commands of the summary's "Look next" lines (after the first ": " of each)."""
+    look = text.split("Look next:", 1)[1]
+    lines = [line.split(": ", 1)[1] for line in look.splitlines() if line.startswith("  - ")]
+    found = [part.split("; to browse it: ")[-1] for part in lines]
+    return [shlex.split(command) for command in found if not command.endswith(".md")]
+
+
+def run_the_suggested_commands(text: str, cwd: Path) -> None:
+    """Each command runs as printed, from where the demo ran, with no virtualenv activated
+    (PATH without .venv/bin): the scenarios with a small run appended, Azurite on free ports
+    until it listens."""
+    commands = suggested(text)
+    assert len(commands) == 3, commands
+    env = {**_env(), "PATH": "/usr/bin:/bin"}
+    env.pop("VIRTUAL_ENV", None)
+    for command in commands:
+        if "harness" in command:
+            small = [*command, "--instances", "1", "--events", "3", "--json"]
+            done = subprocess.run(small, cwd=cwd, env=env, capture_output=True, text=True,
+                                  timeout=180)  # fmt: skip
+            assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+            continue
+        assert command[0].endswith("azurite"), command
+        ports = ["--blobPort", "0", "--queuePort", "0", "--tablePort", "0"]
+        server = subprocess.Popen([*command, *ports], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        try:
+            assert server.stdout is not None
+            seen = [server.stdout.readline() for _ in range(2)]
+            assert "successfully listening" in seen[-1], seen
+        finally:
+            server.terminate()
+            server.wait(30)
 
 
 @pytest.mark.timeout(240)

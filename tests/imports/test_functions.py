@@ -13,8 +13,8 @@ from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
 from blobsingleton.config import scope_of
 from blobsingleton.records import BlobRecordStore
+from blobsingleton.schedules import fired_occurrence
 from blobsingleton.testing import crashed_run
-from timerschedules import fired_occurrence
 
 from functions.imports import (
     fan_out_night,

@@ -16,8 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "function_app.py", ROOT / "functions", ROOT / "shared",
-           ROOT / "packages" / "blobsingleton" / "src",
-           ROOT / "packages" / "timerschedules" / "src"]  # fmt: skip
+           ROOT / "packages" / "blobsingleton" / "src"]  # fmt: skip
 READERS = {
     "setting",
     "require",

@@ -1,12 +1,16 @@
-"""`blobsingleton` as released: the wheel `python -m build` makes (beside `timerschedules`, which
-it reads timer schedules with) passes `twine check --strict`, installs in a fresh virtualenv
-outside the repository with none of the app's dependencies, type-checks under `mypy --strict`
-as installed, and runs its page's examples against Azurite (and its testing module without
-storage); and the library's own tests run from its folder with only its declared `test` extra.
+"""`blobsingleton` as released: ONE distribution. The wheel `python -m build` makes from the
+library's folder (timer schedules inside, as `blobsingleton.schedules`) passes `twine check
+--strict`, installs with `pip install <wheel>[queue,identity]` in a fresh virtualenv outside
+the repository with every dependency from PyPI itself (no local mirror, no find-links, none of
+the app's dependencies), type-checks under `mypy --strict` as installed, and runs its page's
+examples against Azurite (and its testing module without storage); and the library's own
+tests pass from a copy of its folder alone, against that wheel with its `test` extra.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -18,6 +22,42 @@ import pytest
 from harness import services
 
 ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "packages" / "blobsingleton"
+PYPI = "https://pypi.org/simple"
+
+
+def pypi_only_env(home: Path) -> dict[str, str]:
+    """pip reads PyPI and nothing else: no configuration file (this machine's has a local
+    mirror and find-links), no PIP_* variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": PYPI, "HOME": str(home)}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The library's sdist and wheel, built from its folder alone (one `python -m build`)."""
+    dist = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(LIBRARY)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(path.name.split("-")[0] for path in dist.iterdir()) == [
+        "blobsingleton", "blobsingleton"
+    ]  # fmt: skip
+    return next(dist.glob("blobsingleton-*.whl"))
+
+
+def fresh_venv(where: Path) -> str:
+    venv.create(where, with_pip=True)
+    return str(where / "bin" / "python")
+
+
+def pip_install(python: str, cwd: Path, *requirements: str) -> None:
+    done = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", *requirements],
+        cwd=cwd, env=pypi_only_env(cwd), capture_output=True, text=True, timeout=800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
 
 EXAMPLE = """
 import importlib.util, json
@@ -47,44 +87,44 @@ def notify(event_id: str) -> None:
 
 with memory_backends() as memory:
     notify("e1"); notify("e1")
-print(json.dumps({"token": token, "runs": runs, "app_dependencies": absent, "sent": sent}))
+from datetime import UTC, datetime
+from blobsingleton.schedules import next_occurrence
+following = next_occurrence("0 0 2 * * *", datetime(2026, 1, 1, tzinfo=UTC)).isoformat()
+print(json.dumps({"token": token, "runs": runs, "app_dependencies": absent, "sent": sent,
+                  "next": following}))
 """
 
 
-@pytest.mark.timeout(600)
-def test_the_built_wheel_passes_twine_installs_alone_and_runs_its_examples(
-    tmp_path: Path, azurite: services.Azurite
+@pytest.mark.timeout(900)
+def test_the_built_wheel_passes_twine_installs_alone_from_pypi_and_runs_its_examples(
+    tmp_path: Path, built: Path, azurite: services.Azurite
 ) -> None:
-    dist = tmp_path / "dist"
-    for package in ("timerschedules", "blobsingleton"):
-        built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist),
-                                str(ROOT / "packages" / package)],
-                               capture_output=True, text=True, timeout=300)  # fmt: skip
-        assert built.returncode == 0, built.stderr[-3000:]
-    wheel = next(dist.glob("blobsingleton-*.whl"))
-    schedules_wheel = next(dist.glob("timerschedules-*.whl"))
+    wheel = built
     names = zipfile.ZipFile(wheel).namelist()
     assert "blobsingleton/py.typed" in names and "blobsingleton/testing.py" in names
-    artifacts = [str(path) for path in dist.iterdir()]
-    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *artifacts],
-                             capture_output=True, text=True)  # fmt: skip
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", str(schedules_wheel), str(wheel), "mypy"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=540,
+    assert "blobsingleton/schedules/__init__.py" in names  # the schedules ship inside
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, wheel.parent.iterdir())],
+        capture_output=True, text=True,
     )  # fmt: skip
-    assert install.returncode == 0, install.stderr[-3000:]
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    outside = tmp_path / "user"  # tmp_path is outside the repository
+    outside.mkdir()
+    assert not outside.resolve().is_relative_to(ROOT)
+    python = fresh_venv(tmp_path / "venv")
+    pip_install(python, outside, f"{wheel}[queue,identity]")
+    requires = subprocess.run([python, "-m", "pip", "show", "blobsingleton"], cwd=outside,
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "timerschedules" not in requires
+    pip_install(python, outside, "mypy")
     typed = subprocess.run(
-        [python, "-m", "mypy", "--strict", "--no-incremental", "-p", "blobsingleton",
-         "-p", "timerschedules"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [python, "-m", "mypy", "--strict", "--no-incremental", "-p", "blobsingleton"],
+        cwd=outside, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert typed.returncode == 0, typed.stdout[-3000:]
-    env = {"PATH": "/usr/bin:/bin", "AzureWebJobsStorage": azurite.connection_string}
-    ran = subprocess.run([python, "-c", EXAMPLE], cwd=tmp_path, env=env, capture_output=True,
+    env = {"PATH": "/usr/bin:/bin", "AzureWebJobsStorage": azurite.connection_string,
+           "BLOBSINGLETON_NAMESPACE": "wheel-example"}  # fmt: skip
+    ran = subprocess.run([python, "-c", EXAMPLE], cwd=outside, env=env, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     result = ran.stdout.strip().splitlines()[-1]
@@ -92,30 +132,32 @@ def test_the_built_wheel_passes_twine_installs_alone_and_runs_its_examples(
     assert '"app_dependencies": []' in result  # no SendGrid, pyx12, Tables or azure-functions
     assert '"token": ' in result
     assert '"sent": ["e1"]' in result  # the testing module, from the wheel, without storage
+    assert '"next": "2026-01-01T02:00:00+00:00"' in result  # blobsingleton.schedules
 
 
-@pytest.mark.services  # a virtualenv, pip and pytest in child processes, one starting Azurite
-@pytest.mark.timeout(900)
-def test_the_librarys_tests_run_from_its_folder_with_its_test_extra(tmp_path: Path) -> None:
-    """`pip install -e '.[test]'` in a fresh virtualenv, then `pytest` in the library's folder:
-    every import its tests need is declared (collection would stop otherwise), and the tests
-    that need no Azurite pass, with one that starts Azurite itself from node_modules."""
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-    packages = ROOT / "packages"
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "-e", str(packages / "timerschedules"),
-         "-e", f"{packages / 'blobsingleton'}[test]"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=800,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr[-3000:]
-    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+@pytest.mark.services  # a virtualenv, pip from PyPI, a child pytest that starts Azurite
+@pytest.mark.timeout(1200)
+def test_the_librarys_tests_pass_from_a_copy_of_its_folder_against_the_wheel(
+    tmp_path: Path, built: Path
+) -> None:
+    """A copy of packages/blobsingleton outside the repository, its source folder removed so
+    that only the installed wheel (`[test]` extra, from PyPI) can be imported: every import its
+    tests need is declared (collection would stop otherwise), the tests that need no Azurite
+    pass (the schedule tests among them), and so does one file that starts Azurite itself
+    (AZURITE)."""
+    copy = tmp_path / "blobsingleton"
+    shutil.copytree(LIBRARY, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.rmtree(copy / "src")
+    python = fresh_venv(tmp_path / "venv")
+    pip_install(python, tmp_path, f"{built}[queue,identity,test]")
+    azurite_bin = ROOT / "node_modules" / ".bin" / "azurite"
+    env = {"PATH": f"{tmp_path / 'venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "AZURITE": str(azurite_bin)}  # fmt: skip
     for selection in (["-m", "not services"], ["tests/once/test_replay.py"]):
         ran = subprocess.run(
             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selection],
-            cwd=packages / "blobsingleton", env=env, capture_output=True, text=True,
-            timeout=600,
+            cwd=copy, env=env, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert ran.returncode == 0, ran.stdout[-3000:]
-        assert " passed" in ran.stdout and "skipped" not in ran.stdout.splitlines()[-1]
+        last = ran.stdout.splitlines()[-1]
+        assert " passed" in last and "skipped" not in last, last

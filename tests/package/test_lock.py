@@ -62,7 +62,15 @@ def test_the_librarys_dependencies_are_in_the_lock() -> None:
     assert names <= set(pins("requirements.txt")) | wheels
 
 
-@pytest.mark.parametrize("package", ["timerschedules", "blobsingleton"])
+def test_deploy_holds_only_the_wheels_the_lock_installs() -> None:
+    """A package folded into another (timerschedules, now blobsingleton.schedules) leaves no
+    wheel behind that nothing installs, and the library needs no wheel beside its own."""
+    locked = {r.removeprefix("./deploy/") for r in entries("requirements.txt") if "/" in r}
+    assert {wheel.name for wheel in (ROOT / "deploy").glob("*.whl")} == locked
+    assert [name.split("-")[0] for name in locked] == ["blobsingleton"]
+
+
+@pytest.mark.parametrize("package", ["blobsingleton"])
 def test_the_wheel_in_deploy_is_the_one_the_package_source_builds(
     tmp_path: Path, package: str
 ) -> None:

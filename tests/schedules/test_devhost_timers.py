@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from timerschedules import InvalidSchedule, TimeSpanSchedule, parse_schedule
+from blobsingleton.schedules import InvalidSchedule, TimeSpanSchedule, parse_schedule
 
 from devhost.indexing import TimerTrigger
 

@@ -12,7 +12,8 @@ submodules: `errors` (every error), `batches` (what `fn.each(items)` returns), `
 (run-once records, for a store of your own),
 `results` (how a result is stored for its duplicates, for a codec of your own),
 `leases` (`BaseLease`, lock state, process exit), `config` (accounts, clients, namespace,
-keys), `events`, `testing` (in-memory backends), `ops`, `queues`, `settings`.
+keys), `events`, `testing` (in-memory backends), `ops`, `queues`, `settings`,
+`schedules` (timer schedules as the host reads them, for `{occurrence}` keys).
 Modules starting with `_` are private.
 """
 

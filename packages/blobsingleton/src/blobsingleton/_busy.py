@@ -19,7 +19,7 @@ from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._telemetry import Invocation
-from blobsingleton.queues import QueueMessageLike
+from blobsingleton.queues import QueueMessageLike, require_sdk
 from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
@@ -54,11 +54,25 @@ class MaybeSkipped(Protocol):
 
 
 class Busy(StrEnum):
-    """Policies shared by `@singleton` and `@once`."""
+    """What a decorated call does when its key is busy (`@singleton(on_busy=...)`,
+    `@once(on_in_progress=...)`):
 
-    SKIP = "skip"  # log and return None: this delivery is complete
-    WAIT = "wait"  # wait up to a timeout, then fail so the host retries
-    DEFER = "defer"  # re-enqueue a copy of the queue message with a delay; complete this one
+    - `WAIT` (the default): wait up to `wait_timeout`, then raise (`LeaseTimeout` or
+      `AlreadyInProgress`) so the host retries the invocation;
+    - `SKIP`: log and return None at once; this delivery is complete;
+    - `DEFER`: re-enqueue a copy of the invocation's queue message on `queue=`, visible when
+      the key may be free, and return None (this delivery completes). Needs the function's
+      `func.QueueMessage` argument and the `[queue]` extra (`pip install blobsingleton[queue]`).
+
+    A callable instead of a policy is given the busy error and returns the result (an HTTP 409).
+    """
+
+    SKIP = "skip"
+    """Log and return None: this delivery is complete."""
+    WAIT = "wait"
+    """Wait up to `wait_timeout`, then raise so the host retries (the default)."""
+    DEFER = "defer"
+    """Re-enqueue a copy of the queue message with a delay and return None (`[queue]` extra)."""
 
 
 #: A policy, or a callable given the busy error that returns the result (e.g. an HTTP 409).
@@ -203,6 +217,8 @@ def guarded(
     does."""
     if busy.policy == Busy.DEFER and not may_take_message(fn):
         raise TypeError(unfit_defer(fn.__qualname__, annotated_trigger(fn)))
+    if busy.policy == Busy.DEFER:
+        require_sdk(fn.__qualname__)
     signature = inspect.signature(fn)
     wait = busy.policy == Busy.WAIT
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blobsingleton.errors import SettingMissing
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+
+from blobsingleton.errors import CredentialsRefused, InvalidConnectionString, SettingMissing
 from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
@@ -70,13 +75,65 @@ class StorageAccount:
                 if "transport" not in options:  # what `requests` would read per request, given once
                     options = {**(requests_environment() or {}), **options}
                 if self.connection_string:
-                    client = client_cls.from_connection_string(self.connection_string, **options)
+                    client = self._from_connection_string(client_cls, options)
                 elif url:
                     client = client_cls(url, credential=self.credential, **options)
                 else:
                     raise SettingMissing(f"{self.name}__{kind}ServiceUri")
+                _owners[str(client.url)] = (self.name, _account_of(client))
                 self._cache[kind] = client
             return self._cache[kind]
+
+    def _from_connection_string(self, client_cls: Any, options: dict[str, Any]) -> Any:
+        """The client of the connection string; one that cannot be read, or whose key is not
+        base64 (which the SDK finds only when signing the first request), is refused here."""
+        text = self.connection_string or ""
+        named = re.search(r"(?:^|;)\s*AccountName\s*=\s*([^;]*)", text, flags=re.IGNORECASE)
+        account = named.group(1).strip() if named else "unknown"
+        try:
+            client = client_cls.from_connection_string(text, **options)
+        except ValueError:
+            raise InvalidConnectionString(
+                self.name, account, "the connection string is blank or malformed"
+            ) from None
+        key = getattr(client.credential, "account_key", None)
+        if isinstance(key, str):
+            try:
+                base64.b64decode(key, validate=True)
+            except (binascii.Error, ValueError):
+                raise InvalidConnectionString(
+                    self.name, _account_of(client), "its AccountKey is not base64"
+                ) from None
+        return client
+
+
+#: Each service URL a client was built for here -> (its app setting, its account), so that a
+#: refusal names them.
+_owners: dict[str, tuple[str, str]] = {}
+
+
+def _account_of(client: Any) -> str:
+    return str(getattr(client, "account_name", None) or "unknown")
+
+
+def refused(error: BaseException) -> CredentialsRefused | None:
+    """`error` as `CredentialsRefused` naming the setting and the account when it is the
+    account refusing the credentials (HTTP 401 or 403, or no token), else None."""
+    if not isinstance(error, HttpResponseError):  # ClientAuthenticationError is one
+        return None
+    if not isinstance(error, ClientAuthenticationError) and error.status_code not in (401, 403):
+        return None
+    request = getattr(error.response, "request", None)
+    url = str(getattr(request, "url", "") or "")
+    setting, account = next(
+        (owner for base, owner in _owners.items() if url.startswith(base)), ("", "unknown")
+    )
+    code = getattr(error, "error_code", None)
+    code = str(getattr(code, "value", code) or error.status_code or type(error).__name__)
+    return CredentialsRefused(
+        setting or "unknown (a client given to the library)", account,
+        f"the account refused the credentials ({code})",
+    )  # fmt: skip
 
 
 def requests_environment() -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
 import os
 import re
 import socket
@@ -19,8 +20,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import timerschedules
-
+from blobsingleton import schedules
 from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
 from blobsingleton.queues import QueueMessageLike
 from blobsingleton.settings import resolve_placeholders, setting
@@ -398,13 +398,13 @@ def _occurrence(
     template: str, timer: TimerRequestLike, schedule: str | None, now: datetime | None = None
 ) -> str:
     """The schedule occurrence this timer invocation stands for (ISO UTC), the same on every
-    instance (`timerschedules.fired_occurrence`)."""
+    instance (`schedules.fired_occurrence`)."""
     if schedule is None:
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
         text = resolve_placeholders(schedule)
-        moment = timerschedules.fired_occurrence(text, timer.schedule_status, now or _now())
-    except (SettingMissing, timerschedules.InvalidSchedule, timerschedules.NoOccurrence) as error:
+        moment = schedules.fired_occurrence(text, timer.schedule_status, now or _now())
+    except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -477,14 +477,19 @@ _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 def host_id(settings: Mapping[str, str | None] | None = None) -> str:
     """This app's Functions host id, derived as the host derives it from app `settings`
     (default: the environment; a local host passes an instance's settings)."""
-    values: Mapping[str, str | None] = os.environ if settings is None else settings
+    return _host_id(os.environ if settings is None else settings)[0]
+
+
+def _host_id(values: Mapping[str, str | None]) -> tuple[str, bool]:
+    """The host id, and whether it is the local fallback (this machine's name and a hash of
+    the app folder): the host's ScriptHostIdProvider.GetDefaultHostId and its `IsLocal`."""
 
     def get(name: str) -> str:
         return values.get(name) or ""
 
     explicit = get("AzureFunctionsWebHost__hostid") or get("AzureFunctionsWebHost:hostid")
     if explicit:
-        return explicit
+        return explicit, False
     slot_name = get("WEBSITE_SITE_NAME")
     slot = get("WEBSITE_SLOT_NAME")
     if slot_name and slot and slot.lower() != "production":
@@ -493,10 +498,16 @@ def host_id(settings: Mapping[str, str | None] | None = None) -> str:
     flex = get("WEBSITE_SKU").lower() == "flexconsumption" or bool(
         get("CONTAINER_NAME") and get("LEGION_SERVICE_HOST")
     )
+    # The host's IsAnyKubernetesEnvironment: Container Apps (MANAGED_ENVIRONMENT), or
+    # Kubernetes-managed hosting (a pod given its namespace). A plain KEDA pod is neither.
+    kubernetes = bool(
+        get("MANAGED_ENVIRONMENT") or (get("KUBERNETES_SERVICE_HOST") and get("POD_NAMESPACE"))
+    )
+    local = False
     if flex:  # Flex Consumption: the host hashes the name (MD5 read as a .NET Guid, no dashes)
         name_hash = hashlib.md5(slot_name.encode(), usedforsecurity=False).digest()
         name = uuid.UUID(bytes_le=name_hash).hex if slot_name else ""
-    elif get("WEBSITE_INSTANCE_ID"):
+    elif get("WEBSITE_INSTANCE_ID") or kubernetes:
         name = slot_name
     elif get("CONTAINER_NAME") and get("WEBSITE_HOSTNAME"):
         # Linux Consumption (a non-Azure container, without WEBSITE_HOSTNAME, counts as local).
@@ -505,19 +516,39 @@ def host_id(settings: Mapping[str, str | None] | None = None) -> str:
         machine = "".join(ch for ch in socket.gethostname() if ch.isalnum())
         root = get("AzureWebJobsScriptRoot") or os.getcwd()
         digest = int(hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:8], 16)
-        name = f"{machine}-{digest}"
+        name, local = f"{machine}-{digest}", True
     if not name:
         raise SettingMissing(
             "AzureFunctionsWebHost__hostid",
             "no host id can be derived here (no site name): set AzureFunctionsWebHost__hostid or "
             "BLOBSINGLETON_NAMESPACE",
         )
-    return name[:MAX_HOST_ID_LENGTH].lower().rstrip("-")
+    return name[:MAX_HOST_ID_LENGTH].lower().rstrip("-"), local
+
+
+#: Local namespaces already warned about in this process (one warning each).
+_warned_local: set[str] = set()
+_log = logging.getLogger("blobsingleton")
 
 
 def namespace(given: str | None = None) -> str:
-    """`given`, else app setting BLOBSINGLETON_NAMESPACE, else `host_id()`; validated."""
-    value = given or setting("BLOBSINGLETON_NAMESPACE") or host_id()
+    """`given`, else app setting BLOBSINGLETON_NAMESPACE, else `host_id()`; validated. The
+    local fallback (no host id setting outside Azure) is logged once per process: processes
+    started from another folder or machine get another namespace, and run the same work."""
+    value = given or setting("BLOBSINGLETON_NAMESPACE")
+    if not value:
+        value, local = _host_id(os.environ)
+        if local and value not in _warned_local:
+            _warned_local.add(value)
+            _log.warning(
+                "blobsingleton namespace %r is this machine's name and a hash of the app folder"
+                " (no AzureFunctionsWebHost__hostid, no BLOBSINGLETON_NAMESPACE): processes"
+                " started from another folder or machine against the same storage account do"
+                " not see these locks and run-once records and run the same work again. Set"
+                " BLOBSINGLETON_NAMESPACE (or AzureFunctionsWebHost__hostid) to one value for"
+                " every process of this app.",
+                value,
+            )
     if not _NAMESPACE.fullmatch(value):
         raise InvalidKey(
             value,

@@ -38,8 +38,18 @@ BEATS_PER_TIMEOUT = 3
 
 
 class Mode(StrEnum):
-    AT_LEAST_ONCE = "at_least_once"  # a crashed run is retried once its record expires
-    AT_MOST_ONCE = "at_most_once"  # a crashed run is never retried
+    """What `@once(mode=...)` does about a run that crashed (its process died mid-run):
+
+    - `AT_LEAST_ONCE` (the default): the key is run again once the crashed run's record
+      expires (`in_progress_timeout`): the work is never lost, and may run twice if the crash
+      came after its side effect and before its completion was written;
+    - `AT_MOST_ONCE`: the key is never run again: the work may be lost, never repeated.
+    """
+
+    AT_LEAST_ONCE = "at_least_once"
+    """A crashed run is retried once its record expires: one duplicate possible, nothing lost."""
+    AT_MOST_ONCE = "at_most_once"
+    """A crashed run is never retried: no duplicate, the work may be lost."""
 
 
 class Decision(StrEnum):

@@ -17,6 +17,7 @@ from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import _record_blob
 from blobsingleton import _telemetry as telemetry
+from blobsingleton._connection import refused
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
 from blobsingleton._owner import instance_id
@@ -223,7 +224,8 @@ class RecordWatch:
                 seen.update({w.name: None for w in waiting if w.fresh})
                 states = self._ask(sorted(seen), seen)
             except Exception as error:  # storage trouble: waiters stay until their deadline
-                log.warning("run-once watch: %r", error)
+                if refused(error) is None:  # (a refusal: each caller's own read raises it)
+                    log.warning("run-once watch: %r", error)
                 states = {}
                 for w in waiting:
                     if w.fresh:

@@ -12,6 +12,7 @@ from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsE
 
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import response_hook
+from blobsingleton._connection import refused
 from blobsingleton.errors import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -41,14 +42,31 @@ def is_transient(error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def unavailable_as(operation: str) -> Iterator[None]:
-    """Let answered errors through; turn transient failures into `StorageUnavailable`."""
+    """Let answered errors through; turn transient failures into `StorageUnavailable` and
+    credentials the account refuses into `CredentialsRefused` (naming setting and account)."""
     telemetry.storage(operation)
     try:
         yield
     except AzureError as error:
+        denied = refused(error)
+        if denied is not None:
+            raise denied from None
         if is_transient(error):
             raise StorageUnavailable(operation, error) from error
         raise
+
+
+@contextlib.contextmanager
+def refusal_named() -> Iterator[None]:
+    """Credentials the account refuses as `CredentialsRefused`; every other error unchanged
+    (for callers whose transient failures keep the SDK's errors, as a DEFER's send)."""
+    try:
+        yield
+    except AzureError as error:
+        denied = refused(error)
+        if denied is None:
+            raise
+        raise denied from None
 
 
 def create_container_quietly(container: ContainerClient, **options: Any) -> None:

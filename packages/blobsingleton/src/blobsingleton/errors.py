@@ -52,12 +52,55 @@ class KeyTemplateError(BlobSingletonError, LookupError):
         self.template, self.field, self.reason = template, field, reason
 
 
+#: The host's message for a schedule it cannot read (the timer extension's CronSchedule).
+HOST_MESSAGE = (
+    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
+)
+
+
+class InvalidSchedule(BlobSingletonError, ValueError):
+    """A timer schedule the host would refuse (`blobsingleton.schedules`): the function fails
+    to index, as on Azure."""
+
+    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
+        where = f"Error indexing method 'Functions.{function}'. " if function else ""
+        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
+        self.schedule, self.reason, self.function = schedule, reason, function
+
+
+class NoOccurrence(BlobSingletonError, LookupError):
+    """A valid timer schedule that never fires (an impossible date such as February 30)."""
+
+    def __init__(self, schedule: str) -> None:
+        super().__init__(f"schedule {schedule!r} has no occurrence")
+        self.schedule = schedule
+
+
 class StorageUnavailable(BlobSingletonError):
     """Storage did not answer, or answered with a server error, after the client's retries."""
 
     def __init__(self, operation: str, cause: BaseException | str) -> None:
         super().__init__(f"storage unavailable during {operation}: {cause}")
         self.operation, self.cause = operation, str(cause)
+
+
+class StorageAccountError(BlobSingletonError):
+    """The storage account an app setting names cannot be used: its connection string cannot
+    be read (`InvalidConnectionString`), or the account refuses the credentials
+    (`CredentialsRefused`). Names the setting and the account, never a key."""
+
+    def __init__(self, setting: str, account: str, reason: str) -> None:
+        super().__init__(f"app setting {setting} (storage account {account!r}): {reason}")
+        self.setting, self.account, self.reason = setting, account, reason
+
+
+class InvalidConnectionString(StorageAccountError, ValueError):
+    """The connection string is blank or malformed, or its account key is not base64."""
+
+
+class CredentialsRefused(StorageAccountError, PermissionError):
+    """The account refused the credentials: a wrong or rotated key, an expired SAS, an
+    identity without a data role on the account, or one that could not get a token."""
 
 
 class LeaseError(BlobSingletonError):
@@ -173,8 +216,10 @@ class InvalidRequest(OpsError, ValueError):
 
 
 __all__ = [
-    "AlreadyInProgress", "BatchFailed", "BlobSingletonError", "InvalidKey", "InvalidRequest",
-    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout", "NotFound",
-    "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall", "PayloadMismatch",
-    "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing", "StorageUnavailable",
+    "AlreadyInProgress", "BatchFailed", "BlobSingletonError", "CredentialsRefused",
+    "InvalidConnectionString", "InvalidKey", "InvalidRequest", "InvalidSchedule",
+    "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout",
+    "NoOccurrence", "NotFound", "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall",
+    "PayloadMismatch", "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing",
+    "StorageAccountError", "StorageUnavailable",
 ]  # fmt: skip

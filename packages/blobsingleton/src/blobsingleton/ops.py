@@ -40,7 +40,7 @@ from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
 from blobsingleton._line import WaitingLine
 from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
-from blobsingleton._storage import error_code, retry_on_missing_container
+from blobsingleton._storage import error_code, retry_on_missing_container, unavailable_as
 from blobsingleton._telemetry import emit
 from blobsingleton.errors import (
     InvalidKey,
@@ -117,13 +117,15 @@ def _listing(
         name_starts_with=f"{namespace}/", results_per_page=limit, **kw
     ).by_page(continuation_token=marker or None)
     try:
-        page = list(next(pages))
-    except StopIteration:
-        return [], None
+        with unavailable_as("list"):
+            first = next(pages, None)
+            page = [] if first is None else list(first)
     except HttpResponseError as error:
         if error_code(error) == "ContainerNotFound":
             return [], None
         raise
+    if first is None:
+        return [], None
     found = [(*named, blob) for blob in page if (named := _key_of(blob.name, namespace))]
     return [f for f in found if f[1].startswith(prefix)], pages.continuation_token or None
 

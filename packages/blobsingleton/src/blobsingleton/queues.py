@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from blobsingleton._connection import StorageAccount
+from blobsingleton._storage import refusal_named
 
 
 @runtime_checkable
@@ -25,6 +27,25 @@ class QueueMessageLike(Protocol):
     def get_body(self) -> bytes: ...
 
 
+#: The extra that installs the queue SDK `send_message` (and so `Busy.DEFER`) needs.
+QUEUE_EXTRA = "pip install blobsingleton[queue]"
+
+
+def require_sdk(function: str) -> None:
+    """Refuse (`ImportError` naming the `[queue]` extra) a `Busy.DEFER` on `function` where
+    `azure-storage-queue` is not installed: at decoration, not at the first busy delivery."""
+    try:
+        found = importlib.util.find_spec("azure.storage.queue") is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise ImportError(
+            f"{function}: Busy.DEFER re-enqueues the queue message with azure-storage-queue,"
+            f" which is not installed: {QUEUE_EXTRA}",
+            name="azure.storage.queue",
+        )
+
+
 def send_message(
     storage: StorageAccount, queue: str, body: bytes, visibility_timeout: int | None = None
 ) -> str:
@@ -36,13 +57,14 @@ def send_message(
         message_encode_policy=sdk.BinaryBase64EncodePolicy(),
         message_decode_policy=sdk.BinaryBase64DecodePolicy(),
     )
-    try:
-        sent = client.send_message(body, visibility_timeout=visibility_timeout)
-    except ResourceNotFoundError:
-        with contextlib.suppress(ResourceExistsError):
-            client.create_queue()
-        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    with refusal_named():  # the account refusing the credentials: named as the library names it
+        try:
+            sent = client.send_message(body, visibility_timeout=visibility_timeout)
+        except ResourceNotFoundError:
+            with contextlib.suppress(ResourceExistsError):
+                client.create_queue()
+            sent = client.send_message(body, visibility_timeout=visibility_timeout)
     return str(sent.id)
 
 
-__all__ = ["QueueMessageLike", "send_message"]
+__all__ = ["QUEUE_EXTRA", "QueueMessageLike", "require_sdk", "send_message"]

@@ -6,9 +6,11 @@ slot rule of GetAzureWebsiteUniqueSlotName.
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
+from blobsingleton import _keys
 from blobsingleton.config import host_id, namespace
 from blobsingleton.errors import InvalidKey, SettingMissing
 
@@ -23,6 +25,9 @@ HOST_SETTINGS = (
     "CONTAINER_NAME",
     "LEGION_SERVICE_HOST",
     "AzureWebJobsScriptRoot",
+    "MANAGED_ENVIRONMENT",
+    "KUBERNETES_SERVICE_HOST",
+    "POD_NAMESPACE",
 )
 
 
@@ -130,3 +135,71 @@ def test_a_container_that_is_not_azures_counts_as_local(clean: pytest.MonkeyPatc
     clean.setenv("AzureWebJobsScriptRoot", "/apps/one")
     machine = "".join(ch for ch in socket.gethostname() if ch.isalnum()).lower()
     assert host_id().startswith(machine[:20])
+
+
+def test_in_kubernetes_managed_hosting_and_container_apps_the_site_name(
+    clean: pytest.MonkeyPatch,
+) -> None:
+    """The host's IsAnyKubernetesEnvironment: Container Apps (MANAGED_ENVIRONMENT) or a pod
+    given its namespace (KUBERNETES_SERVICE_HOST and POD_NAMESPACE) take the site name, as App
+    Service does; every replica the same id."""
+    clean.setenv("WEBSITE_SITE_NAME", "Payroll")
+    clean.setenv("MANAGED_ENVIRONMENT", "true")
+    assert host_id() == "payroll"
+    clean.delenv("MANAGED_ENVIRONMENT")
+    clean.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    clean.setenv("POD_NAMESPACE", "functions")
+    assert host_id() == "payroll"
+    clean.delenv("WEBSITE_SITE_NAME")
+    with pytest.raises(SettingMissing, match="AzureFunctionsWebHost__hostid"):
+        host_id()
+
+
+def test_a_plain_kubernetes_pod_is_local_to_the_host_and_so_here(
+    clean: pytest.MonkeyPatch,
+) -> None:
+    """KEDA's pods have KUBERNETES_SERVICE_HOST and no POD_NAMESPACE unless the deployment
+    gives it: the host takes the machine (pod) name there, a new one per replica."""
+    clean.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    clean.setenv("WEBSITE_SITE_NAME", "payroll")
+    machine = "".join(ch for ch in socket.gethostname() if ch.isalnum()).lower()
+    assert host_id().startswith(machine[:20])
+
+
+def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_the_local_fallback_is_logged_once_naming_both_settings(
+    clean: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clean.setattr(_keys, "_warned_local", set())
+    clean.setenv("AzureWebJobsScriptRoot", "/apps/one")
+    with caplog.at_level(logging.WARNING, logger="blobsingleton"):
+        first = namespace()
+        assert namespace() == first
+    [message] = warnings_logged(caplog)
+    assert first in message
+    assert "AzureFunctionsWebHost__hostid" in message and "BLOBSINGLETON_NAMESPACE" in message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"BLOBSINGLETON_NAMESPACE": "orders"},
+        {"AzureFunctionsWebHost__hostid": "orders"},
+        {"WEBSITE_INSTANCE_ID": "1", "WEBSITE_SITE_NAME": "orders"},
+        {"CONTAINER_NAME": "c", "WEBSITE_HOSTNAME": "orders.azurewebsites.net"},
+        {"MANAGED_ENVIRONMENT": "true", "WEBSITE_SITE_NAME": "orders"},
+    ],
+)
+def test_no_warning_where_the_namespace_is_the_apps_own(
+    clean: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, settings: dict[str, str]
+) -> None:
+    clean.setattr(_keys, "_warned_local", set())
+    for name, value in settings.items():
+        clean.setenv(name, value)
+    with caplog.at_level(logging.WARNING, logger="blobsingleton"):
+        assert namespace() == "orders"
+        assert namespace("given") == "given"
+    assert warnings_logged(caplog) == []

@@ -1,5 +1,5 @@
 """`{occurrence}` keys: the schedule occurrence a timer invocation stands for, the same on every
-instance however late or early it fires (the schedule read by `timerschedules`)."""
+instance however late or early it fires (the schedule read by `blobsingleton.schedules`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from timerschedules import (
+from blobsingleton.schedules import (
     HOST_MESSAGE,
     CronSchedule,
     InvalidSchedule,

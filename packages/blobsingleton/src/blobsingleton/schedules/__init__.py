@@ -1,7 +1,8 @@
 """Timer schedules as the Functions host reads them: NCrontab expressions and .NET TimeSpans.
 
-One package for a local host's timers (this repository's devhost) and for blobsingleton's
-`{occurrence}` run-once keys, so that a key names exactly the occurrence the host fires.
+Part of blobsingleton (`blobsingleton.schedules`): it reads the schedule for `{occurrence}`
+keys, so that a key names exactly the occurrence the host fires, and a local host (this
+repository's devhost) fires its timers by it.
 No dependencies beyond the standard library. The grammar follows NCrontab (3.3.3, the version
 the timer extension ships with) where it differs from classic cron:
 
@@ -47,42 +48,17 @@ from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from timerschedules._ncrontab import (
+# Its errors live with every other error of the library, and are named here too.
+from blobsingleton.errors import HOST_MESSAGE as HOST_MESSAGE
+from blobsingleton.errors import InvalidSchedule as InvalidSchedule
+from blobsingleton.errors import NoOccurrence as NoOccurrence
+from blobsingleton.schedules._ncrontab import (
     _FIELDS,
     _SECONDS,
     _first_at_or_after,
     _last_at_or_before,
     parse_timespan,
 )
-
-#: The host's message for a schedule it cannot read (the timer extension's CronSchedule).
-HOST_MESSAGE = (
-    "The schedule expression '{}' was not recognized as a valid cron expression or timespan string."
-)
-
-
-class InvalidSchedule(ValueError):
-    """A schedule the host would refuse: the function fails to index, as on Azure."""
-
-    def __init__(self, schedule: str, reason: str, function: str | None = None) -> None:
-        where = f"Error indexing method 'Functions.{function}'. " if function else ""
-        super().__init__(f"{where}{HOST_MESSAGE.format(schedule)} ({reason})")
-        self.schedule, self.reason, self.function = schedule, reason, function
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.schedule, self.reason, self.function))
-
-
-class NoOccurrence(LookupError):
-    """A valid schedule that never fires (an impossible date such as February 30)."""
-
-    def __init__(self, schedule: str) -> None:
-        super().__init__(f"schedule {schedule!r} has no occurrence")
-        self.schedule = schedule
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.schedule,))
-
 
 #: The Gregorian calendar repeats every 400 years: a date not found within them never comes.
 _CALENDAR_CYCLE = 400

@@ -16,8 +16,7 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
-from croniter import croniter
-from timerschedules import (
+from blobsingleton.schedules import (
     EARLY_FIRE,
     HOST_MESSAGE,
     CronSchedule,
@@ -26,6 +25,7 @@ from timerschedules import (
     fired_occurrence,
     parse_schedule,
 )
+from croniter import croniter
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 LONDON = ZoneInfo("Europe/London")
