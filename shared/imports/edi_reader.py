@@ -98,7 +98,12 @@ class _Segment:
 def _mask(message: str, value: object) -> str:
     if isinstance(value, str) and value.strip():
         message = message.replace(value, "…")
-    return message
+    return _QUOTED_SEGMENT.sub(r"\1", message)
+
+
+#: A segment quoted in pyx12's message ("Segment N3*17 MAIN ST not found": its first element,
+#: or all of an HL): only its id is kept, since the element may be a member's address or name.
+_QUOTED_SEGMENT = re.compile(r"\b([A-Z][A-Z0-9]{1,2})\*[^\s]*(?:\s[^\s.]+)*?(?= not found)")
 
 
 #: The member loop's id in the 834 maps (005010X220A1 and 004010X095A1): every segment from

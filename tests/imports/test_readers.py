@@ -12,6 +12,7 @@ from shared.imports.edi_reader import check_envelope, read_834
 from shared.imports.records import FIELDS, SourceFileError, SourceRecord
 from shared.imports.text_stream import ChunkedText
 from shared.imports.validation import RecordError, validate_change, validate_member
+from tests.imports import edi834
 
 HEADER = ",".join(FIELDS) + "\n"
 TODAY = date(2026, 11, 22)
@@ -178,3 +179,13 @@ def test_834_envelope_errors_reject_the_whole_file(mutate: object, reason: str) 
 def test_834_that_is_not_x12_is_a_file_error(data: bytes, reason: str) -> None:
     with pytest.raises(SourceFileError, match=reason):
         check_envelope(chunks(data))
+
+
+def test_a_misplaced_segments_values_stay_out_of_the_envelope_problems() -> None:
+    """pyx12 quotes a segment it cannot place ("Segment N3*17 MAIN ST not found"); the
+    problems go to the report and the log, so only the segment's id is kept there."""
+    data = edi834.interchange(["N3*17 SECRETLANE ROAD", "XX*SECRETNAME", *edi834.subscriber("M1")])
+    problems = check_envelope(chunks(data))
+    assert any("Segment N3 not found" in p for p in problems), problems
+    assert any("Segment XX not found" in p for p in problems), problems
+    assert not any("SECRET" in p for p in problems), problems
