@@ -57,7 +57,7 @@ def test_a_paused_stale_holder_writes_nothing_after_a_takeover(
     imports_env.upload("fence", "big.csv", samples.csv_bytes(rows))
     stale = spawn(subprocess_env, "hold", "fence")
     token = int(wait_for(stale.stdout, "acquired")[-1].split()[1])
-    wait_for(stale.stdout, "records")  # it is writing: members are landing
+    wait_for(stale.stdout, " records, ")  # its progress line: members are landing
     stale.send_signal(signal.SIGSTOP)  # paused mid-import, past its 15 s lease
     try:
         newer = spawn(subprocess_env, "hold", "fence")
@@ -89,7 +89,7 @@ def test_a_killed_run_is_taken_over_by_the_next_delivery_and_nothing_is_lost(
     rows = list(samples.members(4000, bad_every=40))
     imports_env.upload("crash", "big.csv", samples.csv_bytes(rows))
     crashed = spawn(subprocess_env, "function", "crash", body("crash"))
-    wait_for(crashed.stdout, "records")
+    wait_for(crashed.stdout, " records, ")  # its progress line, not another log line
     crashed.kill()  # no cleanup at all: lease, run-once record and staged rejects left behind
     crashed.wait()
     killed_at = time.monotonic()

@@ -33,6 +33,8 @@ PLATFORM = {
     "WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME", "WEBSITE_SLOT_NAME", "WEBSITE_SKU",
     "WEBSITE_HOSTNAME", "CONTAINER_NAME", "LEGION_SERVICE_HOST", "AzureWebJobsScriptRoot",
     "AzureFunctionsWebHost__hostid", "WEBSITE_AUTH_ENABLED",
+    # Kubernetes-managed hosting and Container Apps, read for the host id as the host reads them
+    "KUBERNETES_SERVICE_HOST", "POD_NAMESPACE", "MANAGED_ENVIRONMENT",
 }  # fmt: skip
 #: Read by the host, the Python worker or the local tools, not by the code: allowed where they
 #: belong (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: the host's request body limit, which devhost
@@ -166,7 +168,10 @@ def test_the_template_keeps_storage_keyless_and_the_app_identity_based() -> None
     assert "runtime: { name: 'python', version: '3.11' }" in text
     assert "tier: 'FlexConsumption'" in text
     assert "AzureWebJobsStorage__accountName" in text
-    assert not re.search(r"AccountKey|listKeys\(", text)
+    # No storage key anywhere; the one listKeys reads the function app's own blobs_extension
+    # system key, which the Event Grid subscription of the arrivals' blob trigger posts with.
+    assert not re.search(r"AccountKey|listKeys\((?!'\$\{app\.id\}/host/default')", text)
+    assert text.count("listKeys(") == 1
     for role in ("b7e6dc6d-f1e8-4753-8033-0f276bb0955b", "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
                  "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3"):  # fmt: skip
         assert role in text

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import azure.functions as func
-    from azure.functions import blob, meta
+    import azure.functions as func  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from azure.functions import blob, meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 #: A body: bytes and str as they are, anything else serialized as JSON.
 Body = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | None
@@ -36,13 +36,13 @@ class _Collection:
 
 
 def _meta() -> Any:
-    from azure.functions import meta
+    from azure.functions import meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     return meta
 
 
 def _datum(value: Any, kind: str) -> meta.Datum:
-    return _meta().Datum(value=value, type=kind)  # type: ignore[no-any-return]
+    return _meta().Datum(value=value, type=kind)  # type: ignore[no-any-return, unused-ignore]
 
 
 def _json(value: Any) -> meta.Datum:
@@ -90,7 +90,7 @@ def service_bus_message(
     """A Service Bus message as `ServiceBusMessageInConverter.decode` makes it for a
     `cardinality="one"` function. A redelivery is the same `message_id` with a higher
     `delivery_count` (and a new lock token)."""
-    from azure.functions.servicebus import ServiceBusMessageInConverter
+    from azure.functions.servicebus import ServiceBusMessageInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     metadata: dict[str, meta.Datum] = {
         "MessageId": _datum(message_id, "string"),
@@ -124,7 +124,7 @@ def service_bus_messages(
     """A batch of Service Bus messages as `ServiceBusMessageInConverter.decode` makes it for a
     `cardinality="many"` function: `message_ids` default to message-1, message-2...,
     `delivery_counts` to 1 each."""
-    from azure.functions.servicebus import ServiceBusMessageInConverter
+    from azure.functions.servicebus import ServiceBusMessageInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     count = len(bodies)
     ids = (
@@ -182,7 +182,7 @@ def event_hub_event(
     """An Event Hubs event as `EventHubTriggerConverter.decode` makes it for a
     `cardinality="one"` function; `offset` defaults to a value from the sequence number.
     A sequence number is unique within its `partition_id` only."""
-    from azure.functions.eventhub import EventHubTriggerConverter
+    from azure.functions.eventhub import EventHubTriggerConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     moment = _iso(enqueued_time)
     offset = offset if offset is not None else str(sequence_number * 1024)
@@ -219,7 +219,7 @@ def event_hub_events(
     """A batch of Event Hubs events from one partition, as `EventHubTriggerConverter.decode`
     makes it for a `cardinality="many"` function: consecutive sequence numbers from
     `first_sequence_number`; each event's `metadata` is the batch's (its PartitionContext)."""
-    from azure.functions.eventhub import EventHubTriggerConverter
+    from azure.functions.eventhub import EventHubTriggerConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     moment = _iso(enqueued_time)
     system = [
@@ -250,7 +250,7 @@ def event_grid_event(
 ) -> func.EventGridEvent:
     """An Event Grid event (Event Grid schema) as `EventGridEventInConverter.decode` makes it.
     Event Grid redelivers an event with the same `id`."""
-    from azure.functions.eventgrid import EventGridEventInConverter
+    from azure.functions.eventgrid import EventGridEventInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     body = {
         "id": id, "topic": topic, "subject": subject, "eventType": event_type,
@@ -259,7 +259,7 @@ def event_grid_event(
     }  # fmt: skip
     event = EventGridEventInConverter.decode(_json(body), trigger_metadata={})
     assert not isinstance(event, list)
-    return event  # type: ignore[return-value]
+    return event  # type: ignore[return-value, unused-ignore]
 
 
 def cloud_event(
@@ -273,7 +273,7 @@ def cloud_event(
 ) -> func.CloudEvent:
     """An Event Grid event in the CloudEvents 1.0 schema, as `EventGridEventInConverter.decode`
     makes it (a `specversion` field selects the schema)."""
-    from azure.functions.eventgrid import EventGridEventInConverter
+    from azure.functions.eventgrid import EventGridEventInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     body = {
         "specversion": "1.0", "id": id, "source": source, "type": type, "time": _iso(time),
@@ -283,7 +283,7 @@ def cloud_event(
         body["subject"] = subject
     event = EventGridEventInConverter.decode(_json(body), trigger_metadata={})
     assert not isinstance(event, list)
-    return event  # type: ignore[return-value]
+    return event  # type: ignore[return-value, unused-ignore]
 
 
 def blob_created_event(
@@ -322,7 +322,7 @@ def cosmos_documents(
     """A Cosmos DB change feed batch as `CosmosDBTriggerConverter.decode` makes it: each
     document gets the system fields the feed carries (`_rid`, `_etag`, `_ts`, `_lsn` from
     `first_lsn`) unless it has them."""
-    from azure.functions.cosmosdb import CosmosDBTriggerConverter
+    from azure.functions.cosmosdb import CosmosDBTriggerConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     now = int(datetime.now(UTC).timestamp())
     feed = [
@@ -350,7 +350,7 @@ def blob_input_stream(
     trigger metadata: `name` is the blob's path with its container (`BlobTrigger`). `etag`:
     its `Properties.ETag` as a host that sends it as text would; by default `{}`, as the blob
     extension of today's bundles serialises `Azure.ETag` (read the version from storage)."""
-    from azure.functions.blob import BlobConverter
+    from azure.functions.blob import BlobConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     data = content.encode() if isinstance(content, str) else content
     properties = {
@@ -366,7 +366,7 @@ def blob_input_stream(
     }
     stream = BlobConverter.decode(_datum(data, "bytes"), trigger_metadata=trigger_metadata)
     assert stream is not None
-    return stream  # type: ignore[no-any-return]
+    return stream  # type: ignore[no-any-return, unused-ignore]
 
 
 __all__ = [

@@ -352,8 +352,8 @@ def default_operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} (cli)"
 
 
-LOCK_COLUMNS = ("key", "scope", "slot", "held", "token", "instance", "function", "invocation_id",
-                "since", "waiting")  # fmt: skip
+LOCK_COLUMNS = ("key", "scope", "held", "token", "instance", "function", "invocation_id",
+                "since", "waiting", "slot")  # fmt: skip
 RUN_COLUMNS = ("key", "scope", "state", "attempt", "owner", "started", "expires")
 
 

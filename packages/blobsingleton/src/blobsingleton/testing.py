@@ -48,8 +48,8 @@ from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import LeaseLost, RecordConflict, StorageUnavailable
 
 if TYPE_CHECKING:
-    import azure.functions as func
-    from azure.functions.timer import TimerRequest
+    import azure.functions as func  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from azure.functions.timer import TimerRequest  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 
 class RequestCounter:
@@ -356,8 +356,8 @@ def queue_message(
     NextVisibleTime, and a JSON object body's top-level fields, which replace a same-named one
     as the host's case-insensitive binding data does). `id` and `pop_receipt`: fresh by
     default; `inserted_at`: now."""
-    from azure.functions import meta
-    from azure.functions.queue import QueueMessageInConverter
+    from azure.functions import meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from azure.functions.queue import QueueMessageInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     if isinstance(body, (Mapping, list)):
         body = json.dumps(body)
@@ -404,8 +404,8 @@ def timer_request(
     Without one: no status (`use_monitor=False`, or a schedule under a minute), and
     `{occurrence}` is the schedule's occurrence at the time of the call (inside
     `memory_backends()`: `memory.clock`'s)."""
-    from azure.functions import meta
-    from azure.functions.timer import TimerRequestConverter
+    from azure.functions import meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from azure.functions.timer import TimerRequestConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     never = "0001-01-01T00:00:00"
     status = None
@@ -433,8 +433,8 @@ def http_request(
     """A `func.HttpRequest` as the worker binds it (`azure.functions`' `HttpRequestConverter` on
     the host's http datum): `params` is the query, `route_params` the route's values, `body`
     bytes, text, or a dict or list sent as JSON (with its content type)."""
-    from azure.functions import meta
-    from azure.functions.http import HttpRequestConverter
+    from azure.functions import meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from azure.functions.http import HttpRequestConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     sent = {k.lower(): v for k, v in (headers or {}).items()}
     if isinstance(body, (Mapping, list)):

@@ -149,6 +149,7 @@ def test_without_the_workers_lookup_context_still_gives_the_id(
     assert "azure_functions_worker.dispatcher" in warnings[0]
 
 
+@pytest.mark.services  # needs Microsoft's worker beside the library: skipped without it
 def test_the_real_workers_dispatcher_has_what_the_library_reads() -> None:
     """Where the worker is installed (its own process, a CI job that adds it): the names
     `_azure_worker` reads are there, and `context.thread_local_storage` is the thread-local."""
