@@ -100,7 +100,9 @@ def test_a_dropped_file_is_imported_once_on_arrival(
     assert imports_env.blob_names("acme/processed/") == [f"acme/processed/{report['run_id']}/a.csv"]
     assert len(imports_env.members("acme")) == 5
     totals = host.totals()  # every blob the run wrote was an event too: none started a run
-    assert totals.successes.get("import_account") == 1 and not totals.failures
+    # (a delivery whose blob the run rewrote while it was read fails and is retried, as the
+    # host's does: import_arrival may count a failure, the run none)
+    assert totals.successes.get("import_account") == 1 and "import_account" not in totals.failures
 
 
 def test_the_same_event_delivered_twice_to_two_instances_imports_once(
@@ -198,7 +200,8 @@ def test_a_file_name_the_run_refuses_starts_nothing_and_stays(
     refused = [f for f in report["files"] if f["status"] == "refused"]
     assert [f["name"] for f in refused] == [long_name]  # its run listed it, as nightly does
     assert imports_env.blob_names("acme/incoming/") == [f"acme/incoming/{long_name}"]
-    assert host.totals().successes.get("import_account") == 1 and not host.totals().failures
+    totals = host.totals()  # a delivery retried because the run rewrote its blob is no run
+    assert totals.successes.get("import_account") == 1 and "import_account" not in totals.failures
 
 
 @pytest.mark.parametrize(
