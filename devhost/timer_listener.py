@@ -266,6 +266,8 @@ class TimerListener:
         elif self.monitor is not None and (status is None or stored_next is None):
             self._write_status(NEVER, self.schedule.next_after(now))
         next_time = self.schedule.next_after(self.clock.now())
+        # The start-up decision (catch-up, run on start-up, or neither) is made: tests wait on it.
+        log.info("%s: schedule running; next occurrence %s", self.function.name, _iso(next_time))
         while active():
             delay = (next_time - self.clock.now()).total_seconds()
             if delay > 0:

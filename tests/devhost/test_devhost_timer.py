@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,8 +30,17 @@ def _status_blob(storage: StorageHelper, host_id: str) -> Any:
     )
 
 
+def _schedule_running(log_file: Any) -> bool:
+    """Whether the timer listener logged that it made its start-up decision."""
+    return log_file.exists() and "sample_timer: schedule running" in log_file.read_text()
+
+
 def test_a_past_due_schedule_runs_once_with_past_due(
-    start_host: Any, base_settings: dict[str, Any], storage: StorageHelper, records: Records
+    start_host: Any,
+    base_settings: dict[str, Any],
+    storage: StorageHelper,
+    records: Records,
+    tmp_path: Any,
 ) -> None:
     host_id = base_settings["AzureFunctionsWebHost__hostid"]
     with __import__("contextlib").suppress(Exception):
@@ -45,9 +53,10 @@ def test_a_past_due_schedule_runs_once_with_past_due(
     }
     _status_blob(storage, host_id).upload_blob(json.dumps(stored), overwrite=True)
 
-    host = start_host(base_settings, instances=1)  # schedule is yearly: only a catch-up fires
-    wait_for(lambda: records.where(function="sample_timer"))
-    time.sleep(1.0)
+    first_log = tmp_path / "first.log"
+    host = start_host(base_settings, instances=1, log_file=str(first_log))
+    # The schedule is yearly: only a catch-up fires, before the listener says it is running.
+    wait_for(lambda: _schedule_running(first_log))
     host.stop()
     runs = records.where(function="sample_timer")
     assert len(runs) == 1
@@ -58,8 +67,9 @@ def test_a_past_due_schedule_runs_once_with_past_due(
     assert datetime.fromisoformat(status["Next"]) > datetime.now(UTC)
     assert datetime.fromisoformat(status["Last"]) > missed
 
-    start_host(base_settings, instances=1)  # Next is in the future now: no second catch-up
-    time.sleep(1.5)
+    second_log = tmp_path / "second.log"
+    start_host(base_settings, instances=1, log_file=str(second_log))
+    wait_for(lambda: _schedule_running(second_log))  # decided: Next is in the future now
     assert len(records.where(function="sample_timer")) == 1
 
 
