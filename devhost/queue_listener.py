@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import logging
 import os
 import random
@@ -25,9 +24,8 @@ from typing import Any
 import blobsingleton
 import blobsingleton.config
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.functions import meta
-from azure.functions.queue import QueueMessageInConverter
 from azure.storage.queue import BinaryBase64EncodePolicy
+from blobsingleton.testing import queue_message
 
 from devhost.host_config import QueueOptions
 from devhost.host_retry import HostRetry
@@ -73,52 +71,20 @@ def decode_body(text: str, encoding: str) -> bytes:
         raise ValueError(str(error)) from error
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _json_fields(body: bytes) -> dict[str, Any]:
-    """The top-level fields of a JSON-object body; {} for anything else."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested too deep
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def host_trigger_metadata(message: Any, body: bytes) -> dict[str, meta.Datum]:
-    """The trigger metadata the host sends with a queue message.
-
-    The queue's own fields first; then, for a JSON-object body, each top-level field of the
-    body, matched case-insensitively, so a body field named like one of the queue's
-    (`id`, `DequeueCount`, `InsertionTime`...) overwrites it, as the host's case-insensitive
-    binding data does.
-    """
-    metadata: dict[str, meta.Datum] = {
-        "QueueTrigger": meta.Datum(type="string", value=body.decode("utf-8", "replace")),
-        "Id": meta.Datum(type="string", value=message.id),
-        "DequeueCount": meta.Datum(type="int", value=int(message.dequeue_count or 0)),
-        "InsertionTime": meta.Datum(type="json", value=json.dumps(_iso(message.inserted_on))),
-        "ExpirationTime": meta.Datum(type="json", value=json.dumps(_iso(message.expires_on))),
-        "NextVisibleTime": meta.Datum(type="json", value=json.dumps(_iso(message.next_visible_on))),
-        "PopReceipt": meta.Datum(type="string", value=message.pop_receipt),
-    }
-    by_lower = {name.lower(): name for name in metadata}
-    for field_name, value in _json_fields(body).items():
-        name = by_lower.setdefault(str(field_name).lower(), str(field_name))
-        metadata[name] = meta.Datum(type="json", value=json.dumps(value))
-    return metadata
-
-
 def bind_queue_message(message: Any, body: bytes) -> Any:
-    """`func.QueueMessage` as the worker decodes it from the host's body and metadata; raises
-    (ValueError and the like) where the worker's decoding fails, before the function runs."""
-    try:
-        data = meta.Datum(type="string", value=body.decode("utf-8"))
-    except UnicodeDecodeError:
-        data = meta.Datum(type="bytes", value=body)
-    return QueueMessageInConverter.decode(
-        data, trigger_metadata=host_trigger_metadata(message, body)
+    """`func.QueueMessage` as the worker decodes it from the host's body and trigger metadata
+    (the queue's fields; a JSON object body's top-level fields replace same-named ones, as the
+    host's case-insensitive binding data does): the library's test kit builds it the one way
+    both use. Raises (ValueError and the like) where the worker's decoding fails, before the
+    function runs."""
+    return queue_message(
+        body,
+        id=message.id,
+        dequeue_count=int(message.dequeue_count or 0),
+        pop_receipt=message.pop_receipt,
+        inserted_at=message.inserted_on,
+        expires_at=message.expires_on,
+        next_visible_at=message.next_visible_on,
     )
 
 

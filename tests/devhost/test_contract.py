@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,14 +25,14 @@ from azure.functions import meta
 from azure.functions.timer import TimerRequest
 from azure.storage.queue import QueueClient
 from blobsingleton import BlobLease
-from devhost_testkit import wait_for
+from devhost_testkit import Shipped, wait_for
 
 from devhost import invocation
 from devhost.blob_listener import bind_blob
 from devhost.indexing import IndexedFunction, IndexingError, find_app, load_functions
-from devhost.invocation import InvocationIdFilter, WorkerRuntime, invoke, thread_pool_size
+from devhost.invocation import WorkerRuntime, invoke, thread_pool_size
 from devhost.log_levels import HostLogLevelFilter, level_for
-from devhost.queue_listener import bind_queue_message, host_trigger_metadata
+from devhost.queue_listener import bind_queue_message
 from tests.support import forget_indexing
 
 APPS = Path(__file__).resolve().parent / "apps"
@@ -82,33 +81,6 @@ def indexed(module: str, app_dir: Path = APPS) -> dict[str, IndexedFunction]:
             forget_indexing(find_app(sys.modules[module]))
         _indexed[module] = {f.name: f for f in load_functions(module, app_dir)}
     return _indexed[module]
-
-
-class Captured(logging.Handler):
-    """Records as the worker would ship them: with the invocation id it can tie them to."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.addFilter(InvocationIdFilter())
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def ids_of(self, message: str) -> list[str]:
-        return [r.invocation_id for r in self.records if r.getMessage() == message]  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def captured() -> Iterator[Captured]:
-    handler = Captured()
-    root = logging.getLogger()
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    yield handler
-    root.removeHandler(handler)
-    root.setLevel(previous)
 
 
 @pytest.fixture
@@ -271,7 +243,7 @@ def test_the_sync_thread_pool_is_sized_by_python_threadpool_thread_count() -> No
 
 
 def test_context_loop_and_threads_are_the_workers(
-    app_settings: dict[str, str], captured: Captured
+    app_settings: dict[str, str], shipped: Shipped
 ) -> None:
     functions = indexed("invocation_app")
     observed = sys.modules["invocation_app"].OBSERVED
@@ -290,17 +262,17 @@ def test_context_loop_and_threads_are_the_workers(
     assert first_async["loop"] == second_async["loop"]  # one long-lived loop per process
     assert first_async["thread"] == "worker-loop"
     # Records tied to the invocation as the worker ties them; other threads' carry none.
-    assert captured.ids_of("from the function's thread") == [sync["invocation_id"]]
-    assert captured.ids_of("from a thread the function started") == [""]
-    assert captured.ids_of("from the function's task") == [
+    assert shipped.ids_of("from the function's thread") == [sync["invocation_id"]]
+    assert shipped.ids_of("from a thread the function started") == [""]
+    assert shipped.ids_of("from the function's task") == [
         first_async["invocation_id"],
         second_async["invocation_id"],
     ]
-    assert captured.ids_of("from asyncio.to_thread") == ["", ""]
+    assert shipped.ids_of("from asyncio.to_thread") == ["", ""]
 
 
 def test_the_librarys_wrappers_keep_function_directory_and_invocation_ids(
-    app_settings: dict[str, str], captured: Captured
+    app_settings: dict[str, str], shipped: Shipped
 ) -> None:
     functions = indexed("invocation_app")
     observed = sys.modules["invocation_app"].OBSERVED
@@ -314,14 +286,14 @@ def test_the_librarys_wrappers_keep_function_directory_and_invocation_ids(
     invoke(function.user_function, {"msg": again}, function_name=function.name)
     run_queue(functions["singleton_observer"], b"lease")
     assert [o["function_directory"] for o in observed] == [str(APPS), str(APPS)]
-    stored = [r for r in captured.records if r.getMessage().startswith("event=replay ")]
+    stored = [r for r in shipped.records if r.getMessage().startswith("event=replay ")]
     assert len(stored) == 1
     # Logged by the invocation's own task (the library emits there what its threads log).
     assert stored[0].invocation_id  # type: ignore[attr-defined]
 
 
 def test_an_async_defers_event_record_carries_its_invocation_id(
-    app_settings: dict[str, str], captured: Captured
+    app_settings: dict[str, str], shipped: Shipped
 ) -> None:
     """The deferral runs in a thread; its `event=defer` record (on the library's events
     logger, a child of the one whose records were already captured) is emitted by the task."""
@@ -331,7 +303,7 @@ def test_an_async_defers_event_record_carries_its_invocation_id(
         run_queue(functions["async_defer_observer"], b"busy")
     finally:
         holder.release()
-    deferred = [r for r in captured.records if r.getMessage().startswith("event=defer ")]
+    deferred = [r for r in shipped.records if r.getMessage().startswith("event=defer ")]
     assert len(deferred) == 1
     assert deferred[0].invocation_id  # type: ignore[attr-defined]
 
@@ -342,9 +314,6 @@ def test_an_async_defers_event_record_carries_its_invocation_id(
 def test_body_fields_override_the_queues_metadata_case_insensitively() -> None:
     body = json.dumps({"id": "x1", "dequeuecount": 7, "other": [1]}).encode()
     delivery = queue_delivery(body, dequeue_count=2)
-    metadata = host_trigger_metadata(delivery, body)
-    assert "id" not in metadata and "dequeuecount" not in metadata  # the host's keys kept
-    assert "other" in metadata
     message = bind_queue_message(delivery, body)
     assert message.id == "x1"
     assert message.dequeue_count == 7

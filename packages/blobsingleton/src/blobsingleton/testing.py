@@ -349,13 +349,16 @@ def queue_message(
     dequeue_count: int = 1,
     pop_receipt: str | None = None,
     inserted_at: datetime | None = None,
+    expires_at: datetime | None = None,
+    next_visible_at: datetime | None = None,
 ) -> func.QueueMessage:
     """A `func.QueueMessage` as the worker binds it: `azure.functions`' own
     `QueueMessageInConverter` decodes `body` (a dict or list: its JSON) with the trigger
     metadata the host sends (Id, DequeueCount, PopReceipt, InsertionTime, ExpirationTime,
     NextVisibleTime, and a JSON object body's top-level fields, which replace a same-named one
     as the host's case-insensitive binding data does). `id` and `pop_receipt`: fresh by
-    default; `inserted_at`: now."""
+    default; `inserted_at`: now; `expires_at`: 7 days after it; `next_visible_at`: in 10
+    minutes. (devhost binds each message it delivers with this function.)"""
     from azure.functions import meta  # type: ignore[import-untyped, import-not-found, unused-ignore]
     from azure.functions.queue import QueueMessageInConverter  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
@@ -372,8 +375,8 @@ def queue_message(
         "Id": meta.Datum(type="string", value=id or str(uuid.uuid4())),
         "DequeueCount": meta.Datum(type="int", value=dequeue_count),
         "InsertionTime": when(inserted),
-        "ExpirationTime": when(inserted + timedelta(days=7)),
-        "NextVisibleTime": when(datetime.now(UTC) + timedelta(minutes=10)),
+        "ExpirationTime": when(_utc(expires_at or inserted + timedelta(days=7))),
+        "NextVisibleTime": when(_utc(next_visible_at or datetime.now(UTC) + timedelta(minutes=10))),
         "PopReceipt": meta.Datum(type="string", value=pop_receipt or uuid.uuid4().hex),
     }
     with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
