@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from devhost_testkit import FUNCTION_KEY, HERE, SAMPLE_APP, Records, StorageHelper
+from devhost_testkit import FUNCTION_KEY, HERE, SAMPLE_APP, Records, Shipped, StorageHelper
 
 from devhost.supervisor import HostOptions, Supervisor
 from harness import services
@@ -73,3 +74,16 @@ def start_host() -> Iterator[Callable[..., Supervisor]]:
     yield start
     for supervisor in started:
         supervisor.stop()
+
+
+@pytest.fixture
+def shipped() -> Iterator[Shipped]:
+    """Every log record of the test as devhost ships it, with its invocation id."""
+    handler = Shipped()
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(previous)

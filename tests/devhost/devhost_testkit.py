@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,8 @@ from typing import Any
 
 from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy
 from blobsingleton import StorageAccount
+
+from devhost.invocation import InvocationIdFilter
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_APP = "devhost_sample_app"
@@ -75,3 +79,32 @@ class StorageHelper:
     def peek_bodies(self, name: str) -> list[bytes]:
         raw = self.queue(name, base64_encoded=False)
         return [base64.b64decode(m.content) for m in raw.peek_messages(max_messages=32)]
+
+
+_ID = re.compile(r"\binvocation_id=(\S+)")
+
+
+class Shipped(logging.Handler):
+    """Records as devhost ships them: with the id `InvocationIdFilter` ties them to."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.addFilter(InvocationIdFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def events(self, kind: str) -> list[tuple[str | None, str]]:
+        """(the id in the message, the id shipped with it) of each `kind` record."""
+        found = []
+        for record in self.records:
+            message = record.getMessage()
+            if message.startswith(f"event={kind} "):
+                match = _ID.search(message)
+                found.append((match.group(1) if match else None, record.invocation_id))  # type: ignore[attr-defined]
+        return found
+
+    def ids_of(self, message: str) -> list[str]:
+        """The id shipped with each record whose message is `message`."""
+        return [r.invocation_id for r in self.records if r.getMessage() == message]  # type: ignore[attr-defined]

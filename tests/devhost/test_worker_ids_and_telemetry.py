@@ -11,7 +11,6 @@ must not start it with an empty connection string.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import subprocess
 import sys
@@ -24,46 +23,13 @@ from typing import Any
 import pytest
 from blobsingleton import events, once
 from blobsingleton.testing import memory_backends
+from devhost_testkit import Shipped
 
 from devhost import invocation
-from devhost.invocation import FunctionContract, InvocationIdFilter, WorkerRuntime
+from devhost.invocation import FunctionContract, WorkerRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 _ID = re.compile(r"\binvocation_id=(\S+)")
-
-
-class Shipped(logging.Handler):
-    """Records as devhost ships them: with the id `InvocationIdFilter` ties them to."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.addFilter(InvocationIdFilter())
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def events(self, kind: str) -> list[tuple[str | None, str]]:
-        """(the id in the message, the id shipped with it) of each `kind` record."""
-        found = []
-        for record in self.records:
-            message = record.getMessage()
-            if message.startswith(f"event={kind} "):
-                match = _ID.search(message)
-                found.append((match.group(1) if match else None, record.invocation_id))  # type: ignore[attr-defined]
-        return found
-
-
-@pytest.fixture
-def shipped() -> Iterator[Shipped]:
-    handler = Shipped()
-    root = logging.getLogger()
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    yield handler
-    root.removeHandler(handler)
-    root.setLevel(previous)
 
 
 @pytest.fixture
