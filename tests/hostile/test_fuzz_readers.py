@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from harness import import_samples as samples
 from shared.imports.csv_reader import read_csv
-from shared.imports.edi_reader import check_envelope, read_834
 from shared.imports.records import FIELDS, SourceFileError
 from shared.imports.request import ImportRequest, InvalidImportRequest
 from shared.imports.text_stream import ChunkedText, original_bytes
 from shared.imports.validation import RecordError, validate_member
+from shared.imports.x12.reader import check_envelope, read_834
 from shared.jobs.errors import InvalidJob, InvalidUnitMessage
 from shared.jobs.messages import UnitMessage
 from shared.jobs.request import JobRequest
