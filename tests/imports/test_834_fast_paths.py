@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import date
 
 import pytest
 import pyx12.errors
@@ -18,8 +19,11 @@ import pyx12.path
 import pyx12.segment
 
 from harness import import_samples as samples
+from shared.imports.importer import run_import
+from shared.imports.request import ImportRequest
 from shared.imports.x12 import speedups
 from tests.imports.pyx12_oracle import ROOT, Oracle, pristine, reader_outcome
+from tests.imports.support import ImportsEnv
 
 SPEEDUPS = ["apply_segment_errors", "_parse_refdes", "NodeCounter"]
 _MEMBER = b"INS*Y*18*030*XN*A*E**FT~\nREF*0F*M0000001~\n"
@@ -80,6 +84,16 @@ def test_importing_the_reader_changes_nothing_in_pyx12_and_install_does() -> Non
     assert imported == dict.fromkeys(SPEEDUPS, True)
     assert installed == dict.fromkeys(SPEEDUPS, False)
     assert first == again == now == SPEEDUPS  # idempotent
+
+
+def test_an_import_run_installs_them_when_it_starts(
+    imports_env: ImportsEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(speedups, "install", lambda: calls.append("install") or [])
+    imports_env.upload("acme", "a.834", samples.edi_bytes(list(samples.members(1))))
+    report = run_import(ImportRequest.nightly("acme", date(2026, 11, 22)), token=1, email=False)
+    assert calls == ["install"] and report.imported == 1
 
 
 def test_the_counter_keyed_by_text_counts_and_resets_as_pyx12s() -> None:
