@@ -42,6 +42,9 @@ missing (023), its IEA control number (001) or group count (021) wrong, a duplic
 read (its size, IMPORT_MAX_FILE_BYTES: 024 "invalid interchange content"). A file that does not
 start with a readable ISA header gets no acknowledgment at all: there is no interchange to
 answer (its rejection is in the run report).
+
+The reader calls an `AckWriter` as its `x12.stream.SegmentListener`, handing it pyx12's error
+nodes (`x12.errors.SegmentErrors`); this module imports nothing of the reader.
 """
 
 from __future__ import annotations
@@ -57,8 +60,6 @@ from typing import Any
 
 import pyx12.error_997
 import pyx12.error_999
-import pyx12.error_handler
-import pyx12.segment
 
 from shared.imports.staged_blob import StagedBlob
 
@@ -70,15 +71,6 @@ ACCEPTED, ACCEPTED_WITH_ERRORS, PARTIAL, REJECTED = "A", "E", "P", "R"
 #: Worst first: how a file with several groups is summed up.
 _SEVERITY = {REJECTED: 3, PARTIAL: 2, ACCEPTED_WITH_ERRORS: 1, ACCEPTED: 0}
 
-#: Element position -> X12 code, for errors in envelope segments' elements, as pyx12's
-#: visitors map them: ISA/IEA -> TA105, GS/GE -> AK905, ST/SE -> IK502.
-_ISA_ELEMENT = {1: "010", 2: "011", 3: "012", 4: "013", 5: "005", 6: "006", 7: "007",
-                8: "008", 9: "014", 10: "015", 11: "016", 12: "017", 13: "018", 14: "019",
-                15: "020", 16: "027"}  # fmt: skip
-_IEA_ELEMENT = {1: "021", 2: "018"}
-_GS_ELEMENT = {6: "6", 8: "2"}
-_GE_ELEMENT = {2: "6"}
-_ST_ELEMENT = {1: "6", 2: "7"}
 #: TA105 codes that reject the interchange (pyx12's 997 visitor puts these first).
 _TA1_REJECTS = frozenset({"004", "005", "007", "010", "011", "012", "013", "014", "015", "016",
                           "017", "018", "022", "023", "024", "025", "026", "027"})  # fmt: skip
@@ -88,123 +80,6 @@ TA1_INVALID_CONTENT = "024"
 TA1_INVALID_STRUCTURE = "022"
 #: TA105 017: invalid interchange version (ISA12 neither 00401 nor 00501).
 TA1_INVALID_VERSION = "017"
-
-
-def envelope_code(segment: str, position: int) -> tuple[str, str] | None:
-    """(level, code) for an error in element `position` of envelope segment `segment`."""
-    if segment == "ISA":
-        return "isa", _ISA_ELEMENT.get(position, "022")
-    if segment == "IEA":
-        return "isa", _IEA_ELEMENT.get(position, "022")
-    if segment == "GS":
-        return "gs", _GS_ELEMENT.get(position, "1")
-    if segment == "GE":
-        return "gs", _GE_ELEMENT.get(position, "1")
-    if segment in ("ST", "SE"):
-        return "st", _ST_ELEMENT.get(position, "5")
-    return None
-
-
-class AckErrors(pyx12.error_handler.errh_list):  # type: ignore[misc]
-    """pyx12's error list (drained segment by segment by the reader), which also keeps
-    pyx12's own error nodes (`err_seg`, `err_ele`) of the segments in error, in the order
-    pyx12's tree would hold them, for the 999; never a bad value, and nothing logged.
-
-    An error in an envelope segment's element (ISA, GS, ST, SE, GE, IEA) becomes a coded
-    envelope error (`coded`), as pyx12's visitors turn them into TA1, AK9 and IK5 codes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._current: Any = None  # the err_seg of the segment being read, once in error
-        self._pending: tuple[Any, ...] | None = None  # add_seg's arguments until then
-        self._element: Any = None  # the map node of the element being reported
-        self._elements: dict[int, Any] = {}
-        self._envelope: str | None = None  # the envelope segment being read, if one
-        self.finished: list[Any] = []  # err_seg nodes with errors, done
-        self.coded: list[tuple[str, str]] = []  # (level, code) of envelope element errors
-
-    def _finish(self) -> None:
-        if self._current is not None and self._current.err_count() > 0:
-            self.finished.append(self._current)
-        self._current, self._pending, self._element = None, None, None
-        if self._elements:
-            self._elements = {}
-
-    def _node(self) -> Any:
-        """The current segment's err_seg, made at its first error (most segments have none)."""
-        if self._current is None and self._pending is not None:
-            self._current = pyx12.error_handler.err_seg(None, *self._pending)
-            self._pending = None
-        return self._current
-
-    def take(self) -> tuple[list[Any], list[tuple[str, str]]]:
-        """The segments in error finished since the last call, and coded envelope errors."""
-        nodes, coded = self.finished, self.coded
-        self.finished, self.coded = [], []
-        return nodes, coded
-
-    def flush(self) -> None:
-        """The end of the file: the last segment's node is done too."""
-        self._finish()
-
-    def add_isa_loop(self, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "ISA"
-
-    def add_gs_loop(self, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "GS"
-
-    def add_st_loop(self, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "ST"
-
-    def close_isa_loop(self, node: Any, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "IEA"
-
-    def close_gs_loop(self, node: Any, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "GE"
-
-    def close_st_loop(self, node: Any, seg: Any, src: Any) -> None:
-        self._finish()
-        self._envelope = "SE"
-
-    def add_seg(self, map_node: Any, seg: Any, seg_count: int, cur_line: int,
-                ls_id: str | None) -> None:  # fmt: skip
-        self._finish()
-        self._envelope = None
-        self._pending = (map_node, seg, seg_count, cur_line, ls_id)
-
-    def add_ele(self, map_node: Any) -> None:
-        self._element = map_node
-
-    def seg_error(self, err_cde: str, err_str: str, err_value: str | None = None,
-                  src_line: int | None = None) -> None:  # fmt: skip
-        super().seg_error(err_cde, err_str, err_value, src_line)
-        node = self._node()
-        if node is not None:
-            node.add_error(err_cde, err_str, None)
-
-    def ele_error(self, err_cde: str, err_str: str, bad_value: str | None,
-                  refdes: str | None = None) -> None:  # fmt: skip
-        super().ele_error(err_cde, err_str, bad_value, refdes)
-        if self._element is None:
-            return
-        if self._node() is None:
-            if self._envelope is not None:
-                node = pyx12.error_handler.err_ele(None, self._element)
-                found = envelope_code(self._envelope, node.ele_pos)
-                if found is not None:
-                    self.coded.append(found)
-            return
-        node = self._elements.get(id(self._element))
-        if node is None:
-            node = pyx12.error_handler.err_ele(self._current, self._element)
-            self._elements[id(self._element)] = node
-            self._current.elements.append(node)
-        node.add_error(err_cde, err_str, None)  # never the bad value (IK404)
 
 
 def _visitor(kind: str, out: io.StringIO) -> Any:

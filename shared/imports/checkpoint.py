@@ -12,7 +12,7 @@ every chunk of records whose rows are committed:
 
 `resume` is what the reader needs to start at `offset` (a range read) without reading
 what came before: for a CSV the line count, for an 834 the transaction set's header to
-replay and pyx12's counters (`edi_reader`). `phase` is "envelope" (an 834's first pass),
+replay and pyx12's counters (`x12.stream`). `phase` is "envelope" (an 834's first pass),
 "members", "sweep" (read to its end), or "stopped" (its rejects reached their cap, the reason
 in "stopped": what is left is to commit and move, `importer._stop_file`). A file finished
 (moved out of incoming/) drops the checkpoint's file part.

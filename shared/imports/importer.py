@@ -21,7 +21,7 @@ returns a report with status "continued": the queue function re-enqueues the sam
 from the top ("resuming run R of account A at record N / byte B"). A crash resumes the
 same way from the last checkpoint; rows committed after it are redone from the state the
 member had before the chunk (`member_table.Prior.chunk_base`), so every record counts
-once. An 834's first pass (`edi_reader.scan_envelope`) is checkpointed the same way.
+once. An 834's first pass (`x12.reader.scan_envelope`) is checkpointed the same way.
 
 A file's rejects are committed as one blob when the file is done, and a file leaves
 `incoming/` only after its members are committed and its rejects written. The report is
@@ -37,7 +37,7 @@ Inputs are bounded where they enter (`config.py`): a file name is checked when `
 is listed (`layout.check_file_name`: a name with ".." is refused, never read); a file over
 IMPORT_MAX_FILE_BYTES is rejected whole unread; an 834 family over
 IMPORT_MAX_FAMILY_DEPENDENTS and a member loop over IMPORT_MAX_LOOP_SEGMENTS are rejected
-record by record, and checkpointed like any other records (`edi_reader._Families`). A file
+record by record, and checkpointed like any other records (`x12.families.Families`). A file
 whose rejects would pass IMPORT_MAX_REJECTS records or IMPORT_MAX_REJECT_BYTES bytes stops
 there (`_stop_file`): junk costs at most the caps, whatever its size.
 
@@ -78,7 +78,6 @@ from shared.imports.checkpoint import CheckpointStore
 from shared.imports.config import ImportSettings
 from shared.imports.csv_reader import read_csv
 from shared.imports.dependents import identity_digest
-from shared.imports.edi_reader import FileFacts, ReadLimits, read_834, scan_envelope
 from shared.imports.history import event_entity
 from shared.imports.layout import (
     InvalidFileName,
@@ -115,6 +114,10 @@ from shared.imports.validation import (
     validate_change,
     validate_member,
 )
+from shared.imports.x12 import speedups
+from shared.imports.x12.families import ReadLimits
+from shared.imports.x12.members import FileFacts
+from shared.imports.x12.reader import read_834, scan_envelope
 
 log = logging.getLogger("shared.imports")
 
@@ -210,6 +213,7 @@ def _run_import(
     lanes: int | None,
 ) -> RunReport:
     started = time.monotonic()
+    speedups.install()  # the 834 reader's speed-ups inside pyx12 (idempotent)
     config = ImportSettings.from_env()
     limits = ReadLimits(config.max_family_dependents, config.max_loop_segments,
                         config.dependent_id_key)  # fmt: skip
@@ -403,7 +407,7 @@ class _Counter:
 #: Envelope problems a checkpoint keeps (the reason quotes 5 and counts the rest).
 MAX_KEPT_PROBLEMS = 5
 #: Envelope problems after which the envelope pass stops reading: the file is rejected whole
-#: anyway, and junk has one per segment (`edi_reader.scan_envelope`'s `max_problems`).
+#: anyway, and junk has one per segment (`x12.reader.scan_envelope`'s `max_problems`).
 MAX_ENVELOPE_PROBLEMS = 100
 
 

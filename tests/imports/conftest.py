@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from shared import storage
+from tests.imports.pyx12_oracle import Oracle
 from tests.imports.support import ImportsEnv
 from tests.support import AppSettings
 
@@ -48,3 +49,22 @@ def no_health_data_in(caplog: pytest.LogCaptureFixture) -> Callable[[list[str]],
         assert not leaked, f"health data in the logs: {leaked[:5]}"
 
     return check
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pyx12_speedups() -> None:
+    """The reader's speed-ups installed in pyx12, as the importer does when a run starts:
+    every reader test reads as production does, whatever ran before it."""
+    from shared.imports.x12 import speedups
+
+    speedups.install()
+
+
+@pytest.fixture(scope="session")
+def pyx12_oracle() -> Iterator[Oracle]:
+    """pyx12 as published, in a process that never installs the speed-ups."""
+    oracle = Oracle()
+    try:
+        yield oracle
+    finally:
+        oracle.close()

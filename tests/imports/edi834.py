@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.imports.edi_reader import FileFacts, check_envelope, read_834
 from shared.imports.records import SourceRecord
 from shared.imports.text_stream import ChunkedText
+from shared.imports.x12.members import FileFacts
+from shared.imports.x12.reader import check_envelope, read_834
 
 REAL = Path(__file__).parent / "data" / "real834"
 

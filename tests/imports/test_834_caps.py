@@ -18,12 +18,14 @@ from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
 from harness.services import AZURITE_ACCOUNT, AZURITE_KEY
 from shared.imports.config import ImportSettings, InvalidSetting, check
-from shared.imports.edi_reader import FAMILY_SIZE, LOOP_SIZE, ReadLimits, check_envelope, read_834
 from shared.imports.importer import run_import
 from shared.imports.layout import InvalidFileName, check_file_name, imports_container
 from shared.imports.records import SourceFileError
 from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
+from shared.imports.x12.families import FAMILY_SIZE, ReadLimits
+from shared.imports.x12.members import LOOP_SIZE
+from shared.imports.x12.reader import check_envelope, read_834
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv
 from tests.support import AppSettings, child_env
@@ -87,7 +89,7 @@ def test_a_member_loop_over_its_cap_is_rejected_without_being_held() -> None:
 
 def test_a_transaction_set_header_over_the_cap_rejects_the_file() -> None:
     members = ["REF*38*X"] * 30 + edi834.subscriber("S1")
-    from shared.imports.edi_reader import scan_envelope
+    from shared.imports.x12.reader import scan_envelope
 
     problems, _ = scan_envelope(chunks(edi834.interchange(members)),
                                 limits=ReadLimits(max_loop_segments=20))  # fmt: skip

@@ -11,12 +11,13 @@ from datetime import date
 import pytest
 
 from shared.imports.dependents import derived_member_id, identity_digest
-from shared.imports.edi_reader import ReadLimits, read_834
 from shared.imports.importer import run_import
 from shared.imports.member_table import FencedMemberWriter, Provenance
 from shared.imports.records import Member
 from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
+from shared.imports.x12.families import ReadLimits
+from shared.imports.x12.reader import read_834
 from tests.imports.edi834 import interchange, member_loops, read, real
 from tests.imports.support import ImportsEnv
 

@@ -1,20 +1,31 @@
-"""The 834 reader's speed-ups inside pyx12 (edi_reader: the envelope pass skips element
-validation in member loops, a cached reference-designator parse, a counter keyed by text)
-change no result: both passes give what pyx12's own code gives, on good and broken files."""
+"""The 834 reader's speed-ups inside pyx12 (`shared/imports/x12/speedups.py`: the envelope
+pass skips element validation in member loops, a cached reference-designator parse, a
+counter keyed by text) change no result: both passes give what they give on pyx12 as
+published, on good and broken files. The oracle runs in a process that never installs them
+(`pyx12_oracle`), and says so; here they are installed (tests/imports/conftest.py). Only
+`install()` applies them: importing the reader changes nothing in pyx12."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from datetime import date
+
 import pytest
-import pyx12.map_walker
+import pyx12.errors
 import pyx12.nodeCounter
+import pyx12.path
 import pyx12.segment
-import pyx12.x12context
 
 from harness import import_samples as samples
-from shared.imports import edi_reader
-from shared.imports.records import SourceFileError
-from shared.imports.text_stream import ChunkedText
+from shared.imports.importer import run_import
+from shared.imports.request import ImportRequest
+from shared.imports.x12 import speedups
+from tests.imports.pyx12_oracle import ROOT, Oracle, pristine, reader_outcome
+from tests.imports.support import ImportsEnv
 
+SPEEDUPS = ["apply_segment_errors", "_parse_refdes", "NodeCounter"]
 _MEMBER = b"INS*Y*18*030*XN*A*E**FT~\nREF*0F*M0000001~\n"
 BROKEN = [
     lambda b: b,
@@ -30,40 +41,63 @@ BROKEN = [
 ]
 
 
-def _read(data: bytes) -> tuple[list[str], list[tuple[object, ...]]]:
-    envelope = edi_reader.check_envelope(ChunkedText([data]))
-    try:
-        members = [(r.number, r.error, r.member_id, r.change) for r in
-                   edi_reader.read_834(ChunkedText([data]))]  # fmt: skip
-    except SourceFileError as error:
-        members = [("file error", str(error))]
-    return envelope, members
-
-
 @pytest.mark.parametrize("mutate", BROKEN)
-def test_both_passes_find_what_pyx12_alone_finds(
-    mutate: object, monkeypatch: pytest.MonkeyPatch
+def test_both_passes_find_what_they_find_on_pyx12_as_published(
+    mutate: object, pyx12_oracle: Oracle
 ) -> None:
-    data = mutate(samples.edi_bytes(list(samples.members(6))))  # type: ignore[operator]
-    fast = _read(data)
-    monkeypatch.setattr(pyx12.x12context, "apply_segment_errors",
-                        edi_reader._validate_every_segment)  # fmt: skip
-    monkeypatch.setattr(pyx12.map_walker, "NodeCounter", pyx12.nodeCounter.NodeCounter)
-    monkeypatch.setattr(pyx12.segment.Segment, "_parse_refdes", _original_parse_refdes)
-    assert fast == _read(data)
-    assert fast != _read(samples.edi_bytes(list(samples.members(6)))) or mutate is BROKEN[0]
+    good = samples.edi_bytes(list(samples.members(6)))
+    data = mutate(good)  # type: ignore[operator]
+    assert speedups.installed() == SPEEDUPS
+    fast = reader_outcome(data)
+    assert fast == pyx12_oracle.read(data)
+    assert fast != reader_outcome(good) or mutate is BROKEN[0]
 
 
-def _original_parse_refdes(self: pyx12.segment.Segment, ref_des: str) -> tuple[object, ...]:
-    xp = pyx12.path.X12Path(ref_des)
-    if xp.seg_id is not None and xp.seg_id != self.seg_id:
-        raise pyx12.errors.EngineError(f"Invalid Reference Designator: {ref_des}")
-    ele = xp.ele_idx - 1 if xp.ele_idx is not None else None
-    return ele, xp.subele_idx - 1 if xp.subele_idx is not None else None
+def test_the_oracle_runs_pyx12_as_published_and_this_process_does_not(
+    pyx12_oracle: Oracle,
+) -> None:
+    """The check the oracle's every answer carries tells the two apart."""
+    pyx12_oracle.read(samples.edi_bytes(list(samples.members(1))))
+    assert pyx12_oracle.last_pristine == dict.fromkeys(SPEEDUPS, True)
+    assert pristine() == dict.fromkeys(SPEEDUPS, False)
+
+
+_IMPORT_THEN_INSTALL = """
+import json
+from tests.imports.pyx12_oracle import pristine
+import shared.imports.acks, shared.imports.importer
+import shared.imports.x12._pyx12, shared.imports.x12.errors, shared.imports.x12.families
+import shared.imports.x12.members, shared.imports.x12.reader, shared.imports.x12.speedups
+import shared.imports.x12.stream
+from shared.imports.x12 import speedups
+imported = pristine()
+first = speedups.install()
+installed = pristine()
+print(json.dumps([imported, first, installed, speedups.install(), speedups.installed()]))
+"""
+
+
+def test_importing_the_reader_changes_nothing_in_pyx12_and_install_does() -> None:
+    done = subprocess.run([sys.executable, "-c", _IMPORT_THEN_INSTALL], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    imported, first, installed, again, now = json.loads(done.stdout)
+    assert imported == dict.fromkeys(SPEEDUPS, True)
+    assert installed == dict.fromkeys(SPEEDUPS, False)
+    assert first == again == now == SPEEDUPS  # idempotent
+
+
+def test_an_import_run_installs_them_when_it_starts(
+    imports_env: ImportsEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(speedups, "install", lambda: calls.append("install") or [])
+    imports_env.upload("acme", "a.834", samples.edi_bytes(list(samples.members(1))))
+    report = run_import(ImportRequest.nightly("acme", date(2026, 11, 22)), token=1, email=False)
+    assert calls == ["install"] and report.imported == 1
 
 
 def test_the_counter_keyed_by_text_counts_and_resets_as_pyx12s() -> None:
-    ours, theirs = edi_reader._NodeCounter(), pyx12.nodeCounter.NodeCounter()
+    ours, theirs = speedups.NodeCounter(), pyx12.nodeCounter.NodeCounter()
     paths = [
         "/ISA_LOOP",
         "/ISA_LOOP/GS_LOOP",

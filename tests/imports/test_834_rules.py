@@ -8,7 +8,6 @@ from datetime import date
 import pytest
 
 from shared.imports.dependents import identity_digest
-from shared.imports.edi_reader import FileFacts
 from shared.imports.maintenance import (
     ADD,
     CHANGED,
@@ -20,6 +19,7 @@ from shared.imports.maintenance import (
 )
 from shared.imports.records import ACTIVE, CANCELLED, TERMINATED, Change, Member
 from shared.imports.validation import RecordError, member_key, validate_change
+from shared.imports.x12.members import FileFacts
 from tests.imports.edi834 import interchange, read, real, subscriber
 
 TODAY = date(2026, 11, 22)

@@ -8,10 +8,10 @@ import pytest
 
 from harness import import_samples as samples
 from shared.imports.csv_reader import read_csv
-from shared.imports.edi_reader import check_envelope, read_834
 from shared.imports.records import FIELDS, SourceFileError, SourceRecord
 from shared.imports.text_stream import ChunkedText
 from shared.imports.validation import RecordError, validate_change, validate_member
+from shared.imports.x12.reader import check_envelope, read_834
 from tests.imports import edi834
 
 HEADER = ",".join(FIELDS) + "\n"

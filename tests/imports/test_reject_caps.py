@@ -17,7 +17,6 @@ from harness import import_samples as samples
 from shared.imports import file_mover
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.config import ImportSettings, check
-from shared.imports.edi_reader import scan_envelope
 from shared.imports.importer import MAX_ENVELOPE_PROBLEMS, run_import
 from shared.imports.layout import Layout
 from shared.imports.records import SourceRecord
@@ -25,6 +24,7 @@ from shared.imports.rejects import RejectWriter
 from shared.imports.request import ImportRequest
 from shared.imports.staged_blob import MAX_BLOCKS
 from shared.imports.text_stream import ChunkedText
+from shared.imports.x12.reader import scan_envelope
 from shared.settings import InvalidSetting
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv, Killed

@@ -15,7 +15,6 @@ from harness import import_samples as samples
 from shared import storage
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.csv_reader import read_csv
-from shared.imports.edi_reader import FileFacts, read_834, scan_envelope
 from shared.imports.importer import run_import
 from shared.imports.layout import Layout, imports_container
 from shared.imports.member_table import (
@@ -28,6 +27,8 @@ from shared.imports.member_table import (
 from shared.imports.records import Member, SourceRecord
 from shared.imports.request import ImportRequest
 from shared.imports.text_stream import ChunkedText
+from shared.imports.x12.members import FileFacts
+from shared.imports.x12.reader import read_834, scan_envelope
 from tests.imports import edi834
 from tests.imports.support import ImportsEnv, killed_before_sweep_checkpoint
 from tests.support import LosesAnswers, blob_service_over
