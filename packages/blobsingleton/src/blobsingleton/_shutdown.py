@@ -8,7 +8,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import multiprocessing.util
 import os
 import signal
 import threading
@@ -39,10 +38,12 @@ def remember(lease: BaseLease) -> None:
 
 
 def _hook_exit() -> None:
-    """Once per process, at its first lease (with `_lock` held): a normal exit releases what it
+    """Once, at the process's first lease (with `_lock` held): a normal exit releases what it
     holds. The host kills a drained worker, which no handler survives: there each invocation's
     own release hands over. A `multiprocessing` child ends with `os._exit`, past atexit: its
     exit gives back what `also_release` keeps."""
+    import multiprocessing.util  # here: importing it registers an atexit hook of its own
+
     global _hooked
     _hooked = True
     atexit.register(release_all)
