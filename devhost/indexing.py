@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import azure.functions as func
-from blobsingleton.settings import resolve_placeholders
 
 from devhost.invocation import FunctionContract, FunctionLoadError, register
+from shared.settings import resolve_placeholders
 
 
 class IndexingError(RuntimeError):

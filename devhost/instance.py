@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from blobsingleton.errors import SettingMissing
 from blobsingleton.schedules import InvalidSchedule
-from blobsingleton.settings import setting
 
 from devhost.blob_listener import BlobQueueListener, EventGridSource
 from devhost.host_config import HostConfig, load_host_config
@@ -29,6 +28,7 @@ from devhost.queue_listener import QueueListener
 from devhost.request_counting import RequestCounter, request_counter
 from devhost.stats import WorkerStats
 from devhost.timer_listener import TimerListener
+from shared.settings import setting
 
 if TYPE_CHECKING:
     from devhost.worker import WorkerConfig

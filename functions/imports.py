@@ -30,7 +30,6 @@ from typing import Any, cast
 import azure.functions as func
 from azure.functions.timer import TimerRequest as WorkerTimerRequest
 from blobsingleton import Busy, current_lease, once, schedules, singleton
-from blobsingleton.settings import resolve_placeholders
 
 from shared import poison
 from shared.imports import config
@@ -47,6 +46,7 @@ from shared.imports.importer import run_import
 from shared.imports.keys import ARRIVAL_KEY, LEASE_KEY, NIGHTLY_KEY, REQUEST_LEASE_KEY, RUN_KEY
 from shared.imports.layout import Layout, container_name
 from shared.imports.request import ImportRequest, InvalidImportRequest
+from shared.settings import resolve_placeholders
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from blobsingleton.settings import setting
-
-from shared.settings import parse_flag
+from shared.settings import parse_flag, setting
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ from azure.core.exceptions import ResourceNotFoundError
 from blobsingleton.config import namespace
 from blobsingleton.ops import AUDIT_CONTAINER
 from blobsingleton.records import BlobRecordStore, Record, Status
-from blobsingleton.settings import setting
 
 from shared import storage
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.layout import imports_container
 from shared.jobs import Completion, JobSettings, JobStore
 from shared.jobs.layout import ARCHIVE_PREFIX
+from shared.settings import setting
 
 WINDOW_S = 3600.0
 RECORDS_CONTAINER = ("RUNONCE_CONTAINER", "runonce")

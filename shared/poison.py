@@ -19,9 +19,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import azure.functions as func
-from blobsingleton import settings
 
-from shared import storage
+from shared import settings, storage
 from shared.queue_metadata import describe_id, overridden_metadata
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,10 @@ field named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from blobsingleton.queues import QueueMessageLike
+if TYPE_CHECKING:
+    import azure.functions as func
 
 #: The host's queue trigger metadata. It merges a JSON body's top-level fields into it (any
 #: case), so a body field named like one replaces `msg.id`, `msg.dequeue_count`...
@@ -37,7 +39,7 @@ def overridden_metadata(body: bytes) -> list[str]:
     return [name for name in HOST_QUEUE_METADATA if name.lower() in fields]
 
 
-def describe_id(message: QueueMessageLike) -> str:
+def describe_id(message: func.QueueMessage) -> str:
     """`message.id` for a log line, flagged when the body set it (the queue's id is then lost)."""
     if "Id" in overridden_metadata(message.get_body()):
         return f"{message.id!r} (an id its body set; the queue's own id is not available)"

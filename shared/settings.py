@@ -1,11 +1,36 @@
-"""App setting values parsed the same way everywhere (the reading itself is
-`blobsingleton.settings.setting`, with the setting's name as a literal at the call)."""
+"""App settings, read the way the Functions host exposes them (environment variables), and
+their values parsed the same way everywhere. Each call names its setting as a literal (so
+tests/ops/test_settings.py finds every setting the app reads)."""
 
 from __future__ import annotations
 
 import math
+import os
+import re
 
-from blobsingleton.settings import setting
+from blobsingleton.errors import SettingMissing
+
+_PLACEHOLDER = re.compile(r"%([A-Za-z_][A-Za-z0-9_:.\-]*)%")
+
+
+def setting(name: str, default: str | None = None) -> str | None:
+    """The value of app setting `name`, or `default` when it is unset or empty."""
+    value = os.environ.get(name)
+    return value if value else default
+
+
+def require(name: str) -> str:
+    """The value of app setting `name`; `SettingMissing` (naming it) when it is unset or empty."""
+    value = setting(name)
+    if value is None:
+        raise SettingMissing(name)
+    return value
+
+
+def resolve_placeholders(template: str) -> str:
+    """Replace each `%NAME%` by app setting NAME, as the host does in binding expressions
+    (`SettingMissing` naming the first one unset)."""
+    return _PLACEHOLDER.sub(lambda m: require(m.group(1)), template)
 
 
 class InvalidSetting(ValueError):

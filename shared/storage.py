@@ -18,15 +18,17 @@ clients keep the Tables SDK's own (3 retries of a status, 0, 1.6 and 3.2 s apart
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from blobsingleton import StorageAccount
 from blobsingleton.config import from_settings
 from blobsingleton.errors import SettingMissing
-from blobsingleton.queues import send_message as _send
-from blobsingleton.settings import setting
+
+from shared.settings import setting
 
 if TYPE_CHECKING:
     from azure.data.tables import TableServiceClient
@@ -77,7 +79,14 @@ def send_message(
 ) -> str:
     """Enqueue `body` (base64, like the host) on `queue_name`, creating the queue if missing;
     returns the new message's queue id."""
-    return _send(account(connection), queue_name, body, visibility_timeout)
+    client = queue_client(queue_name, connection)
+    try:
+        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    except ResourceNotFoundError:
+        with contextlib.suppress(ResourceExistsError):
+            client.create_queue()
+        sent = client.send_message(body, visibility_timeout=visibility_timeout)
+    return str(sent.id)
 
 
 _tables_lock = threading.Lock()

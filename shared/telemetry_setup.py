@@ -22,7 +22,7 @@ import logging
 import os
 from typing import Any
 
-from blobsingleton.settings import setting
+from shared.settings import setting
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-from blobsingleton import settings
+from shared import settings
 
 log = logging.getLogger("shared.imports")
 

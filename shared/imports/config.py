@@ -25,9 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blobsingleton.settings import setting
-
-from shared.settings import InvalidSetting, number_setting, whole_setting
+from shared.settings import InvalidSetting, number_setting, setting, whole_setting
 
 DEFAULT_CHUNK_RECORDS = 5000
 DEFAULT_BUDGET_S = 240.0

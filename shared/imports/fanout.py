@@ -12,9 +12,8 @@ import logging
 from datetime import date
 
 from azure.core.exceptions import ResourceNotFoundError
-from blobsingleton import settings
 
-from shared import storage
+from shared import settings, storage
 from shared.imports.accounts import configured_accounts, discovered_accounts
 from shared.imports.layout import imports_container
 from shared.imports.request import ImportRequest

@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
-from blobsingleton import settings
 
-from shared import storage
+from shared import settings, storage
 
 DEFAULT_CONTAINER = "imports"
 #: Longest file name (sub-folders included) taken from `incoming/`: the longest derived

@@ -77,10 +77,10 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 from azure.data.tables import UpdateMode
-from blobsingleton import events, settings
+from blobsingleton import events
 from blobsingleton.leases import instance_id
 
-from shared import storage
+from shared import settings, storage
 from shared.imports.config import MAX_LANES
 from shared.imports.duplicates import IdFilter
 from shared.imports.keys import LEASE_KEY

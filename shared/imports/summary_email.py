@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from blobsingleton import settings
-
-from shared import storage
+from shared import settings, storage
 from shared.imports.keys import summary_event_id
 from shared.imports.report import RunReport
 from shared.notifications.message import Notification

@@ -35,10 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from blobsingleton.settings import setting
-
 from shared.jobs.errors import BlockedCallback, UnresolvableCallback
-from shared.settings import parse_flag
+from shared.settings import parse_flag, setting
 
 MAX_URL_LENGTH = 2048
 #: Seconds a name may take to resolve when the caller gives no deadline (a submission).

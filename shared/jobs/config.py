@@ -24,10 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blobsingleton.settings import setting
-
 from shared.jobs.callback_url import CallbackPolicy
-from shared.settings import number_setting, whole_setting
+from shared.settings import number_setting, setting, whole_setting
 
 DEFAULT_CONTAINER = "jobs"
 DEFAULT_QUEUE = "job-units"

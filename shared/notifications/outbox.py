@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
-from blobsingleton import settings
 from blobsingleton.config import encode_key, validate_key
 
-from shared import storage
+from shared import settings, storage
 from shared.known_writes import upload_if
 
 if TYPE_CHECKING:

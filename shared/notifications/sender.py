@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import python_http_client
 import sendgrid
-from blobsingleton import settings
 
+from shared import settings
 from shared.notifications.addresses import is_valid_address, scrub_addresses
 from shared.notifications.errors import PermanentEmailError, TransientEmailError
 from shared.notifications.mail import Sender, mail_body

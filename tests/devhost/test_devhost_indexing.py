@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from blobsingleton.settings import SettingMissing
+from blobsingleton.errors import SettingMissing
 from devhost_testkit import HERE, SAMPLE_APP
 
 from devhost.indexing import HttpTrigger, QueueTrigger, TimerTrigger, load_functions

@@ -79,7 +79,7 @@ def test_every_queue_function_has_a_valid_body_here() -> None:
 
 
 def poison_bodies(queue: str) -> list[bytes]:
-    from blobsingleton import settings
+    from shared import settings
 
     client = storage.queue_client(settings.resolve_placeholders(queue) + "-poison")
     try:

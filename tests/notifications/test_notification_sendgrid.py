@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from blobsingleton import settings
+from blobsingleton.errors import SettingMissing
 
 from harness.services import free_port
 from shared.notifications import (
@@ -266,7 +266,7 @@ def test_sender_from_settings_sendgrid(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sender_from_settings_needs_email_from(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SENDGRID_API_KEY", API_KEY)
     monkeypatch.delenv("EMAIL_FROM", raising=False)
-    with pytest.raises(settings.SettingMissing, match="EMAIL_FROM"):
+    with pytest.raises(SettingMissing, match="EMAIL_FROM"):
         sender_from_settings()
 
 

@@ -12,14 +12,13 @@ submodules: `errors` (every error), `batches` (what `fn.each(items)` returns), `
 (run-once records, for a store of your own),
 `results` (how a result is stored for its duplicates, for a codec of your own),
 `leases` (`BaseLease`, lock state, process exit), `config` (accounts, clients, namespace,
-keys), `events`, `testing` (in-memory backends), `ops`, `queues`, `settings`,
+keys), `events`, `testing` (in-memory backends), `ops`,
 `schedules` (timer schedules as the host reads them, for `{occurrence}` keys).
-Modules starting with `_` are private.
+Modules starting with `_` are private. Importing the library registers nothing: the exit hook
+that releases held leases is registered when the process first holds one.
 """
 
 from __future__ import annotations
-
-import atexit
 
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy
@@ -27,7 +26,6 @@ from blobsingleton._connection import StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
 from blobsingleton._semaphore import LeaseSemaphore
-from blobsingleton._shutdown import release_all as _release_all
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
     AlreadyInProgress,
@@ -39,10 +37,6 @@ from blobsingleton.errors import (
 )
 
 __version__ = "0.4.0"
-
-# A normal exit releases what this process holds. The host kills a drained worker, which no
-# handler survives: there each invocation's own release hands over.
-atexit.register(_release_all)
 
 __all__ = [
     "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseSemaphore",

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from blobsingleton import _defaults
+from blobsingleton import _containers
 from blobsingleton import _line as lines
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
@@ -60,7 +60,7 @@ class BlobLease(BaseLease):
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
-        locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
+        locks = _containers.container(container, _containers.LOCK_CONTAINER, storage)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
         self.namespace = resolve_namespace(namespace)
         name = blob_name(prefix(self.namespace, scope), key)
@@ -269,6 +269,6 @@ def read_lock(
     scope: str | None = None,
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
-    locks = _defaults.container(container, _defaults.LOCK_CONTAINER, storage)
+    locks = _containers.container(container, _containers.LOCK_CONTAINER, storage)
     named = prefix(resolve_namespace(namespace), scope)
     return LockBlob(locks, blob_name(named, key), key).read()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _defaults, _record_blob
+from blobsingleton import _containers, _record_blob
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
@@ -71,7 +71,7 @@ class BlobRecordStore(RecordStore):
         namespace: str | None = None,
         scope: str | None = None,
     ) -> None:
-        self._container = _defaults.container(container, _defaults.RECORD_CONTAINER, storage)
+        self._container = _containers.container(container, _containers.RECORD_CONTAINER, storage)
         self.namespace = resolve_namespace(namespace)
         self.prefix = prefix(self.namespace, scope)
         self._clients: dict[str, BlobClient] = {}

@@ -18,9 +18,9 @@ from blobsingleton import _defaults, _keys
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
+from blobsingleton._queues import QueueMessageLike, require_sdk
+from blobsingleton._settings import resolve_placeholders
 from blobsingleton._telemetry import Invocation
-from blobsingleton.queues import QueueMessageLike, require_sdk
-from blobsingleton.settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 
+from blobsingleton._settings import setting
 from blobsingleton.errors import CredentialsRefused, InvalidConnectionString, SettingMissing
-from blobsingleton.settings import setting
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient

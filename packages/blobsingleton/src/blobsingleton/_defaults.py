@@ -1,61 +1,23 @@
-"""What leases and records use when nothing is injected (docs/internals.md)."""
+"""What leases and records use when nothing is injected (docs/internals.md): the backends a
+test set (`_backends`), else Blob Storage's, built here. Above every backend; none imports it."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from blobsingleton import _backends
+from blobsingleton._blob_lease import BlobLease
+from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount, from_settings
+from blobsingleton._containers import RECORD_CONTAINER, container
 from blobsingleton._keys import namespace as resolve_namespace
-from blobsingleton.settings import setting
+from blobsingleton._queues import send_message as enqueue
+from blobsingleton._semaphore import LeaseSemaphore
+from blobsingleton._settings import setting
 
 if TYPE_CHECKING:
-    from azure.storage.blob import ContainerClient
-
-    from blobsingleton._blob_lease import BlobLease
     from blobsingleton._lease import BaseLease
     from blobsingleton._records import RecordStore
-
-LOCK_CONTAINER = ("LEASE_CONTAINER", "locks")
-RECORD_CONTAINER = ("RUNONCE_CONTAINER", "runonce")
-
-
-def container(
-    given: ContainerClient | None,
-    convention: tuple[str, str],
-    storage: StorageAccount | None = None,
-) -> ContainerClient:
-    """`given`, else the conventional container of `storage` (default: AzureWebJobsStorage)."""
-    if given is not None:
-        return given
-    name = setting(convention[0], convention[1]) or convention[1]
-    return (storage or from_settings()).blob_service().get_container_client(name)
-
-
-class Backends(Protocol):
-    """Where decorators get their leases, record stores, DEFER's queue and the time a timer's
-    `{occurrence}` is judged at (tests: in memory, on a fake clock)."""
-
-    def record_store(self, **options: Any) -> RecordStore: ...
-
-    def lease(self, key: str, **options: Any) -> BaseLease: ...
-
-    def send_message(self, queue: str, body: bytes, delay: int) -> str: ...
-
-    def now(self) -> datetime: ...
-
-
-_backends: list[Backends] = []
-
-
-def set_backends(backends: Backends | None) -> Backends | None:
-    """Use `backends` from now on (None: Blob Storage again); returns the previous ones."""
-    previous = _backends[0] if _backends else None
-    _backends.clear()
-    if backends is not None:
-        _backends.append(backends)
-    return previous
-
 
 #: Stores built here, each with the account it was built for (an id is reused once freed).
 _stores: dict[tuple[Any, ...], tuple[StorageAccount, RecordStore]] = {}
@@ -67,10 +29,9 @@ def record_store(
 ) -> RecordStore:  # fmt: skip
     """The record store a `@once` without `store=` uses: a `BlobRecordStore`, one per account,
     container, namespace and scope (its clients and watcher are kept)."""
-    if _backends:
-        return _backends[0].record_store(storage=storage, namespace=namespace, scope=scope)
-    from blobsingleton._blob_records import BlobRecordStore
-
+    backends = _backends.current()
+    if backends is not None:
+        return backends.record_store(storage=storage, namespace=namespace, scope=scope)
     account = storage or from_settings()
     name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]
     ident = (id(account), name, resolve_namespace(namespace), scope)
@@ -88,28 +49,18 @@ def record_store(
 def lease(key: str, *, limit: int = 1, **options: Any) -> BaseLease | BlobLease:
     """The lease a `@singleton` takes: `BlobLease(key, **options)`, or with `limit` above 1 a
     `LeaseSemaphore` of that many holders."""
-    if _backends:
-        return _backends[0].lease(key, limit=limit, **options)
+    backends = _backends.current()
+    if backends is not None:
+        return backends.lease(key, limit=limit, **options)
     if limit > 1:
-        from blobsingleton._semaphore import LeaseSemaphore
-
         return LeaseSemaphore(key, limit, **options)
-    from blobsingleton._blob_lease import BlobLease
-
     return BlobLease(key, **options)
 
 
 def send_message(storage: StorageAccount | None, queue: str, body: bytes, delay: int) -> str:
     """Enqueue `body` on `queue`, visible in `delay` s (DEFER's copy): the backends' queue, else
     `storage`'s (default: AzureWebJobsStorage). Returns the new message's id."""
-    if _backends:
-        return _backends[0].send_message(queue, body, delay)
-    from blobsingleton.queues import send_message as enqueue
-
+    backends = _backends.current()
+    if backends is not None:
+        return backends.send_message(queue, body, delay)
     return enqueue(storage or from_settings(), queue, body, delay)
-
-
-def now() -> datetime | None:
-    """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
-    clock), else None (the wall clock)."""
-    return _backends[0].now() if _backends else None

@@ -20,10 +20,10 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from blobsingleton import schedules
+from blobsingleton import _backends, schedules
+from blobsingleton._queues import QueueMessageLike
+from blobsingleton._settings import resolve_placeholders, setting
 from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
-from blobsingleton.queues import QueueMessageLike
-from blobsingleton.settings import resolve_placeholders, setting
 
 #: Whose keys: a function's own, or the app's (WebJobs' SingletonScope.Function / Host).
 Scope = Literal["function", "app"]
@@ -403,17 +403,10 @@ def _occurrence(
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
         text = resolve_placeholders(schedule)
-        moment = schedules.fired_occurrence(text, timer.schedule_status, now or _now())
+        moment = schedules.fired_occurrence(text, timer.schedule_status, now or _backends.now())
     except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _now() -> datetime | None:
-    """The backends' time (a test kit's clock), else None: the wall clock."""
-    from blobsingleton import _defaults  # (it imports this module)
-
-    return _defaults.now()
 
 
 MAX_KEY_LENGTH = 256

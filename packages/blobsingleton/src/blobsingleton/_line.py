@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing.util
 import random
 import threading
 import time
@@ -340,6 +339,4 @@ def hand_on_all() -> int:
     return len(kept)
 
 
-shutdown.also_release(hand_on_all)
-# Children of `multiprocessing` end with os._exit, past atexit: run at their exit too.
-multiprocessing.util.Finalize(None, hand_on_all, exitpriority=100)
+shutdown.also_release(hand_on_all)  # at exit too, a multiprocessing child's included

@@ -1,7 +1,11 @@
-"""Release held leases when the process is asked to stop (docs/internals.md)."""
+"""Release held leases when the process ends or is asked to stop (docs/internals.md).
+
+The exit hooks are registered when this process first holds a lease, not at import: an app
+that imports the library and never takes a lease leaves its exit as it was."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -22,11 +26,28 @@ _held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
 _also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False
+_hooked = False
 
 
 def remember(lease: BaseLease) -> None:
+    """`lease` is held: released at exit unless `forget` comes first."""
     with _lock:
         _held.add(lease)
+        if not _hooked:
+            _hook_exit()
+
+
+def _hook_exit() -> None:
+    """Once, at the process's first lease (with `_lock` held): a normal exit releases what it
+    holds. The host kills a drained worker, which no handler survives: there each invocation's
+    own release hands over. A `multiprocessing` child ends with `os._exit`, past atexit: its
+    exit gives back what `also_release` keeps."""
+    import multiprocessing.util  # here: importing it registers an atexit hook of its own
+
+    global _hooked
+    _hooked = True
+    atexit.register(release_all)
+    multiprocessing.util.Finalize(None, _release_also, exitpriority=100)
 
 
 def forget(lease: BaseLease) -> None:
@@ -40,7 +61,8 @@ def held() -> list[BaseLease]:
 
 
 def also_release(release: Callable[[], int]) -> None:
-    """Run `release` (returning how many leases it gave back) in every `release_all`."""
+    """Run `release` (returning how many leases it gave back) in every `release_all`, and at
+    the exit of a `multiprocessing` child that held a lease."""
     _also.append(release)
 
 
@@ -52,14 +74,19 @@ def release_all() -> int:
             lease.release()
         except Exception:
             log.exception("could not release lease %s at shutdown", lease.key)
-    count = len(leases)
+    count = len(leases) + _release_also()
+    if count:
+        log.info("released %d lease(s) at shutdown", count)
+    return count
+
+
+def _release_also() -> int:
+    count = 0
     for release in _also:
         try:
             count += release()
         except Exception:
             log.exception("could not give back kept leases at shutdown")
-    if count:
-        log.info("released %d lease(s) at shutdown", count)
     return count
 
 

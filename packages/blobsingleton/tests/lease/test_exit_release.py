@@ -1,9 +1,10 @@
 """The library releases what a process holds on a normal interpreter exit, by itself, and on
 SIGTERM even when it lands while the main thread holds the locks a release takes.
 
-The first test installs no signal handlers: the atexit hook is registered when blobsingleton is
-imported, so a worker whose stream closes, or `func start` stopped with Ctrl-C, lets a waiter
-take over at once. The host's own stop path kills the worker, and nothing runs then.
+The first test installs no signal handlers: the atexit hook is registered when the process
+first holds a lease (importing registers nothing: test_import_registers_nothing.py), so a
+worker whose stream closes, or `func start` stopped with Ctrl-C, lets a waiter take over at
+once. The host's own stop path kills the worker, and nothing runs then.
 """
 
 from __future__ import annotations

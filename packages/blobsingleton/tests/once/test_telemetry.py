@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from blobsingleton import Busy, LeaseLost, current_lease, once, singleton
-from blobsingleton.queues import QueueMessageLike
+from blobsingleton._queues import QueueMessageLike
 from blobsingleton.records import BlobRecordStore
 from blobsingleton.testing import crashed_run, memory_backends
 from opentelemetry import metrics, trace

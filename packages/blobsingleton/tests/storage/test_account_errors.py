@@ -129,7 +129,7 @@ def test_a_deferral_is_refused_the_same_way(
     storage_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Busy.DEFER's re-enqueue goes to the same account's queue service."""
-    from blobsingleton.queues import send_message
+    from blobsingleton._queues import send_message
 
     monkeypatch.setenv("AzureWebJobsStorage", with_key(storage_env, WRONG_KEY))
     with pytest.raises(CredentialsRefused) as refused:

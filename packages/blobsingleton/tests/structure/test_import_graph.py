@@ -1,0 +1,183 @@
+"""The library's modules import each other without a circle (issue 40, item 5).
+
+The graph is read from the source with `ast`, as the interpreter runs it: every import of a
+library module counts, at module level or deferred into a function (a deferred import that
+only dodges a circle is still a circle), except under `if TYPE_CHECKING:` (never run). A
+package's own `__init__` running before its submodules is not an edge: it is how every package
+loads, and `from blobsingleton import _keys` needs nothing of `__init__` but the submodule.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import blobsingleton
+import pytest
+
+SOURCE = Path(blobsingleton.__file__).resolve().parent
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module under the package folder `root`, by dotted name."""
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _runs(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements of `tree` that can run: all but those under `if TYPE_CHECKING:`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for branch in node.orelse:
+                yield from _runs(ast.Module(body=[branch], type_ignores=[]))
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        yield from _runs(node)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (`root`: the package folder)."""
+    modules = module_names(root)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in _runs(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
+            for target in targets:
+                while target and target not in modules:  # `import a.b.c` of a name in a.b
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph` as a path (first == last), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+    on_path: set[str] = set()
+
+    def visit(module: str) -> list[str] | None:
+        path.append(module)
+        on_path.add(module)
+        for target in sorted(graph[module]):
+            if target in on_path:
+                return [*path[path.index(target) :], target]
+            if target not in done:
+                found = visit(target)
+                if found:
+                    return found
+        on_path.discard(path.pop())
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in done:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_the_library_has_no_import_circle() -> None:
+    graph = import_graph(SOURCE)
+    assert len(graph) > 30 and graph["blobsingleton._defaults"]  # the source was read
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_the_backends_are_below_the_registry_that_builds_them() -> None:
+    """`_defaults` builds Blob Storage's lease, semaphore, record store and queue send; nothing
+    they import reaches back to it (the circle this module had)."""
+    graph = import_graph(SOURCE)
+    below = {
+        f"blobsingleton.{name}"
+        for name in ("_blob_lease", "_blob_records", "_semaphore", "_queues", "_keys")
+    }
+    assert below <= graph["blobsingleton._defaults"]
+    reach: set[str] = set()
+    todo = list(below)
+    while todo:
+        for target in graph[todo.pop()] - reach:
+            reach.add(target)
+            todo.append(target)
+    assert "blobsingleton._defaults" not in reach
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "pkg"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return package
+
+
+@pytest.mark.parametrize(
+    "low",
+    [
+        "from pkg import high\n",
+        "from pkg.high import build\n",
+        "from . import high\n",
+        "import pkg.high\n",
+        "def now():\n    from pkg import high  # (it imports this module)\n    return high\n",
+        "if True:\n    class Hook:\n        from pkg.high import build\n",
+    ],
+    ids=["module", "name", "relative", "dotted", "deferred", "nested"],
+)
+def test_a_circle_is_found_however_it_is_imported(tmp_path: Path, low: str) -> None:
+    package = write_package(
+        tmp_path,
+        {"__init__.py": "", "low.py": low, "high.py": "from pkg import low\ndef build(): ...\n"},
+    )
+    assert find_cycle(import_graph(package)) in (
+        ["pkg.high", "pkg.low", "pkg.high"],
+        ["pkg.low", "pkg.high", "pkg.low"],
+    )
+
+
+def test_imports_only_a_type_checker_runs_are_no_circle(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "from pkg.high import build\n",
+            "low.py": """\
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from pkg.high import build
+                else:
+                    import json
+                """,
+            "high.py": "from pkg import low\ndef build(): ...\n",
+        },
+    )
+    graph = import_graph(package)
+    assert graph == {"pkg": {"pkg.high"}, "pkg.low": set(), "pkg.high": {"pkg.low"}}
+    assert find_cycle(graph) is None
+
+
+def test_a_submodule_importing_a_name_of_its_package_root_is_a_circle(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {"__init__.py": "from pkg.low import Thing\nVERSION = 1\n",
+         "low.py": "from pkg import VERSION\nclass Thing: ...\n"},
+    )  # fmt: skip
+    assert find_cycle(import_graph(package)) == ["pkg", "pkg.low", "pkg"]
