@@ -163,9 +163,7 @@ class MessageModel(BaseModel):
     """The base of every message model: frozen, strict, unknown fields refused (a model that
     tolerates them says so), inputs never in error text, the body bound by class."""
 
-    model_config = ConfigDict(
-        frozen=True, strict=True, extra="forbid", hide_input_in_errors=True
-    )
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", hide_input_in_errors=True)
 
     #: The bound in front of the parser (shared.json_body): bytes, then JSON values.
     max_bytes: ClassVar[int] = 64 * 1024

@@ -19,6 +19,8 @@ from shared.models import MessageModel, Problem, rule
 
 #: 64 KiB queue limit on the base64 text: 48 KiB of raw message, less room for the envelope.
 MAX_MESSAGE_BYTES = 48 * 1024 - 512
+#: One unit's payload, JSON-encoded; larger ones would make a job record unwieldy.
+MAX_PAYLOAD_BYTES = 1024 * 1024
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -34,6 +36,23 @@ def _id(value: str) -> str:
 
 #: A job or unit id usable in blob names (`shared.jobs.layout.validate_id`).
 Id = Annotated[str, AfterValidator(_id)]
+
+
+def _payload(value: Any) -> Any:
+    if len(encode_payload(value)) > MAX_PAYLOAD_BYTES:
+        raise rule(f"is larger than {MAX_PAYLOAD_BYTES} bytes as JSON")
+    return value
+
+
+class JobUnit(MessageModel):
+    """One unit of a job definition, `{"id": ..., "payload": <any JSON>}`: an item of a
+    request's `units`, or a line of a units blob (shared.jobs.definitions). Other fields are
+    ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Id
+    payload: Annotated[Any, AfterValidator(_payload)] = None
 
 
 class UnitMessage(MessageModel):

@@ -143,9 +143,10 @@ class Notification(MessageModel):
     subject: Annotated[Line, Field(max_length=MAX_SUBJECT_LENGTH)]
     text: Content | None = None
     html: Content | None = None
-    template_id: Annotated[
-        Line, Field(max_length=MAX_TEMPLATE_ID_LENGTH), AfterValidator(_template_id)
-    ] | None = None
+    template_id: (
+        Annotated[Line, Field(max_length=MAX_TEMPLATE_ID_LENGTH), AfterValidator(_template_id)]
+        | None
+    ) = None
     template_data: Annotated[dict[str, Any], AfterValidator(_json_copy)] | None = None
 
     @field_validator("text", "html", "template_id", "template_data", mode="before")
