@@ -114,7 +114,7 @@ def import_account(msg: func.QueueMessage) -> None:
     A run that continues is re-enqueued here, after the lease and the run-once record were
     given back (so the continuation's delivery can take both at once). Should this instance
     die before the enqueue, the message in hand is delivered again and resumes the run."""
-    request = poison.admit(msg, QUEUE, ImportRequest.parse, InvalidImportRequest)
+    request = poison.admit(msg, QUEUE, ImportRequest, InvalidImportRequest)
     if request is None:
         return
     try:

@@ -106,7 +106,7 @@ def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def send_notification(msg: func.QueueMessage) -> None:
     """Parse, then send once; poison what can never be sent, raise what may work later."""
-    notification = poison.admit(msg, QUEUE, Notification.parse, InvalidNotification)
+    notification = poison.admit(msg, QUEUE, Notification, InvalidNotification)
     if notification is None:
         telemetry.email("rejected")  # not a notification: poisoned
         return

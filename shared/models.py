@@ -13,7 +13,8 @@ A reason names the field and the rule, never the value: bodies carry names, addr
 birth dates. pydantic's own messages quote no input, its `str(ValidationError)` would
 (`input_value=...`): `hide_input_in_errors` keeps it out, and reasons are built from each
 error's type and context alone (`problems_of`), the value's JSON type and length at most. A
-field name the sender made up (an unknown field) is shortened and scrubbed of addresses.
+field name the sender made up (an unknown field, a duplicate) is quoted only when it looks like
+one (`field_name`).
 
 Constructing a model directly (a producer: `Notification(event_id=..., ...)`) validates it the
 same way and raises pydantic's `ValidationError`, its input hidden too: a bug of the app's own,
@@ -24,6 +25,7 @@ not a message to poison. (A custom `__init__` that translated it would also run 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Self
@@ -33,6 +35,8 @@ from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from shared.json_body import DEFAULT_MAX_ELEMENTS, InvalidBody, json_type, parse_object
 
+#: A field name shown in a reason: what a schema's names look like, at most 64 characters.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 #: What a value must be, by pydantic's error type (strict mode).
 _EXPECTED = {
     "string_type": "a string",
@@ -87,12 +91,13 @@ def fail_at(loc: tuple[int | str, ...], reason: str) -> NoReturn:
 
 
 def field_name(name: object) -> str:
-    """A field name the sender chose, fit for an error message: short, quoted, and with any
-    address scrubbed out (a name can be anything, an address too)."""
-    # Imported here: shared.notifications imports this module.
-    from shared.notifications.addresses import scrub_addresses
-
-    return scrub_addresses(repr(str(name)[:64]))
+    """A field name the sender chose, fit for an error message: quoted when it looks like a
+    field name (a typo such as 'htm'), else not shown: a name can hold anything, an address
+    or a person's name too."""
+    text = str(name)
+    if _NAME.fullmatch(text):
+        return repr(text)
+    return "<a field name not shown>"
 
 
 def path_of(loc: Iterable[int | str]) -> str:
@@ -183,10 +188,15 @@ class MessageModel(BaseModel):
             raise cls.invalid(problems_of(error)) from None
 
     @classmethod
-    def parse(cls, body: bytes | str, *, context: dict[str, Any] | None = None) -> Self:
-        """The model of a raw body, bounded first (see the module's doc)."""
+    def decode(cls, body: bytes | str) -> dict[str, Any]:
+        """Step 1: the JSON object of a raw body, within this kind's bound; the kind's error
+        if it is none."""
         try:
-            data = parse_object(body, max_bytes=cls.max_bytes, max_elements=cls.max_elements)
+            return parse_object(body, max_bytes=cls.max_bytes, max_elements=cls.max_elements)
         except InvalidBody as error:
             raise cls.invalid([body_problem(error)]) from None
-        return cls.from_data(data, context=context)
+
+    @classmethod
+    def parse(cls, body: bytes | str, *, context: dict[str, Any] | None = None) -> Self:
+        """The model of a raw body, bounded first (see the module's doc)."""
+        return cls.from_data(cls.decode(body), context=context)
