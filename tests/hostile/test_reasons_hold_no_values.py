@@ -17,6 +17,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 from azure.functions.meta import Datum
+from blobsingleton.errors import InvalidRequest
 from pydantic import ValidationError
 
 import function_app
@@ -29,6 +30,7 @@ from shared.jobs.errors import InvalidAnnounceMessage, InvalidUnitMessage
 from shared.jobs.messages import AnnounceMessage, UnitMessage
 from shared.models import InvalidMessage, MessageModel, Problem, problems_of
 from shared.notifications import InvalidNotification, Notification
+from shared.ops import ActionRequest
 from tests.support import fresh_functions
 
 #: What a field may hold that must never be repeated: a name and a birth date.
@@ -68,10 +70,11 @@ VALID: dict[str, tuple[type[MessageModel], dict[str, Any]]] = {
                                             "payload_ref": True}),
     "announce message": (AnnounceMessage, {"job_id": "j"}),
     "definition line": (DefinitionLine, {"id": "u1", "payload": {"n": 1}}),
+    "ops break or reset": (ActionRequest, {"reason": "holder hung at 02:30"}),
 }  # fmt: skip
 
 ERRORS = (InvalidNotification, InvalidImportRequest, InvalidUnitMessage, InvalidAnnounceMessage,
-          InvalidMessage, InvalidJob)  # fmt: skip
+          InvalidMessage, InvalidJob, InvalidRequest)  # fmt: skip
 
 
 def bodies() -> Iterator[tuple[str, type[MessageModel], bytes]]:
