@@ -7,8 +7,9 @@
 or, for a definition too large for a request body, `"units_blob": "name"` in place of
 `units`: a JSON Lines blob in JOB_DEFINITIONS_CONTAINER, streamed (shared.jobs.definitions).
 
-Every problem is reported (up to MAX_PROBLEMS) with its JSON path, so a client fixes its
-request in one round trip. Zero units is valid: the job completes at once.
+The body is the model `JobSubmission` (shared.models), each unit a `JobUnit`. Every problem is
+reported (up to MAX_PROBLEMS) with its JSON path, so a client fixes its request in one round
+trip. Zero units is valid: the job completes at once.
 
 Size. A body is at most MAX_REQUEST_BYTES (4 MiB: 10,000 small units) and MAX_REQUEST_VALUES
 JSON values, counted before anything is decoded (shared.json_body): about 25 MB of Python
@@ -39,11 +40,9 @@ from shared.jobs.callback_url import CallbackPolicy, Resolver, check_callback_ur
 from shared.jobs.config import JobSettings
 from shared.jobs.definitions import read_definition
 from shared.jobs.errors import BlockedCallback, InvalidJob, Problem
-from shared.jobs.messages import MAX_PAYLOAD_BYTES, Id, JobUnit
+from shared.jobs.messages import Id, JobUnit
 from shared.jobs.records import UnitSpec
 from shared.models import MessageModel, at, raise_together, rule
-
-__all__ = ["MAX_PAYLOAD_BYTES", "JobRequest", "JobSubmission", "UnitSource"]
 
 MAX_PROBLEMS = 20
 #: The whole request body, and the JSON values in it (see the module's doc).
