@@ -170,13 +170,15 @@ class MessageModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid", hide_input_in_errors=True)
 
+    #: What this kind raises for a body that can never be valid (`invalid` builds it).
+    error: ClassVar[type[Exception]] = InvalidMessage
     #: The bound in front of the parser (shared.json_body): bytes, then JSON values.
     max_bytes: ClassVar[int] = 64 * 1024
     max_elements: ClassVar[int] = DEFAULT_MAX_ELEMENTS
 
     @classmethod
     def invalid(cls, problems: list[Problem]) -> Exception:
-        """The error this kind of message raises for `problems` (its callers catch it)."""
+        """This kind's `error` for `problems` (its callers catch it)."""
         return InvalidMessage(problems)
 
     @classmethod

@@ -50,6 +50,7 @@ class ActionRequest(MessageModel):
     `{"reason": "..."}`, what a person wrote for the audit log. Other fields are ignored."""
 
     model_config = ConfigDict(extra="ignore")
+    error = ops.InvalidRequest
     max_bytes = 16 * 1024  # a reason is at most 500 characters
     max_elements = 1_000
 

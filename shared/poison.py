@@ -63,7 +63,6 @@ def admit(
     msg: func.QueueMessage,
     queue: str,
     model: type[M],
-    invalid: type[Exception] | tuple[type[Exception], ...],
     *,
     reason: str = "",
 ) -> M | None:
@@ -72,9 +71,9 @@ def admit(
 
     The body is decoded within the model's bound (`MessageModel.decode`), screened (a body
     that sets any host metadata field is poisoned: none of this app's messages has one,
-    and `msg.id` and `msg.dequeue_count` are then the sender's), then validated. `invalid`:
-    the error(s) the model raises for a body that can never succeed (`model.invalid`); their
-    message, after `reason`, is the poison reason. Anything else propagates, so the host
+    and `msg.id` and `msg.dequeue_count` are then the sender's), then validated. A body
+    that can never succeed raises the model's `error`: its message, after `reason`, is the
+    poison reason. Anything else propagates, so the host
     retries. Such a message reaches the function only when the worker could decode the
     overridden fields; when it cannot (a non-numeric DequeueCount, a malformed
     InsertionTime) the invocation fails before any app code runs, on Azure as here.
@@ -84,7 +83,7 @@ def admit(
         overridden = overridden_fields(data)
         if not overridden:
             return model.from_data(data)
-    except invalid as error:
+    except model.error as error:
         reject(msg, queue, f"{reason}{error}")
         return None
     fields = ", ".join(overridden)

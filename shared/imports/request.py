@@ -54,6 +54,7 @@ def _run_id(value: str) -> str:
 class ImportRequest(MessageModel):
     """The import queue message (see the module's doc); unknown fields are refused."""
 
+    error = InvalidImportRequest
     max_bytes = MAX_BODY_BYTES
 
     account: Annotated[str, AfterValidator(_account)]

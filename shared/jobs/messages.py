@@ -59,6 +59,7 @@ class UnitMessage(MessageModel):
     """One unit's queue message. Fields it does not know are ignored (a newer writer's)."""
 
     model_config = ConfigDict(extra="ignore")
+    error = InvalidUnitMessage
     max_bytes = MAX_MESSAGE_BYTES
 
     job_id: Id
@@ -97,6 +98,7 @@ class AnnounceMessage(MessageModel):
     request or inside the watcher's sweep."""
 
     model_config = ConfigDict(extra="ignore")
+    error = InvalidAnnounceMessage
     max_bytes = 1024
     max_elements = 4
 

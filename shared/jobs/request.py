@@ -99,6 +99,7 @@ class JobSubmission(MessageModel):
     Validated with the context `{"max_units": ..., "policy": ..., "resolver": ...}`."""
 
     model_config = ConfigDict(extra="ignore")
+    error = InvalidJob
     max_bytes = MAX_REQUEST_BYTES
     max_elements = MAX_REQUEST_VALUES
 

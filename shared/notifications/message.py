@@ -131,6 +131,7 @@ class Notification(MessageModel):
     """A validated notification (see the module's doc for its body); constructing one
     validates it, whichever way it is built."""
 
+    error = InvalidNotification
     max_bytes = MAX_BODY_BYTES
 
     event_id: Annotated[str, AfterValidator(_event_id)]

@@ -8,13 +8,14 @@ from typing import Any
 import azure.functions as func
 import pytest
 from azure.functions.meta import Datum
+from blobsingleton.errors import InvalidRequest
 
 from shared import poison
 from shared.imports.request import ImportRequest, InvalidImportRequest
-from shared.jobs.errors import InvalidAnnounceMessage
-from shared.jobs.messages import AnnounceMessage
+from shared.jobs.errors import InvalidAnnounceMessage, InvalidJob, InvalidUnitMessage
+from shared.jobs.messages import AnnounceMessage, UnitMessage
 from shared.json_body import MAX_DEPTH
-from shared.models import MessageModel
+from shared.models import InvalidMessage, MessageModel, Problem
 from shared.notifications import InvalidNotification, Notification
 
 NOTIFICATION = {"event_id": "evt-1", "type": "order.shipped", "to": "someone@example.com",
@@ -46,7 +47,7 @@ def test_admit_decodes_a_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(json, "loads", counted)
     msg = queue_message(json.dumps(NOTIFICATION).encode())
-    notification = poison.admit(msg, "%NOTIFICATIONS_QUEUE%", Notification, InvalidNotification)
+    notification = poison.admit(msg, "%NOTIFICATIONS_QUEUE%", Notification)
     assert notification is not None and notification.event_id == "evt-1"
     assert len(calls) == 1
 
@@ -74,3 +75,20 @@ def test_a_body_past_its_bound_never_reaches_its_model(
     monkeypatch.setattr(model, "model_validate", refused)
     with pytest.raises(error, match=reason):
         model.parse(body)
+
+
+def test_every_model_raises_the_error_its_callers_catch() -> None:
+    """`poison.admit` catches `model.error`: a kind whose `invalid` built another would make
+    the host retry a body that can never succeed, five times, instead of poisoning it."""
+    from shared.jobs.definitions import DefinitionLine
+    from shared.jobs.request import JobSubmission
+    from shared.ops import ActionRequest
+
+    kinds = [Notification, ImportRequest, UnitMessage, AnnounceMessage, JobSubmission,
+             DefinitionLine, ActionRequest]  # fmt: skip
+    for kind in kinds:
+        assert isinstance(kind.invalid([Problem("", "is wrong")]), kind.error), kind
+    assert {kind.error for kind in kinds} == {
+        InvalidNotification, InvalidImportRequest, InvalidUnitMessage, InvalidAnnounceMessage,
+        InvalidJob, InvalidMessage, InvalidRequest,
+    }  # fmt: skip
