@@ -45,7 +45,7 @@ from shared.imports.fanout import (
 from shared.imports.importer import run_import
 from shared.imports.keys import ARRIVAL_KEY, LEASE_KEY, NIGHTLY_KEY, REQUEST_LEASE_KEY, RUN_KEY
 from shared.imports.layout import Layout, container_name
-from shared.imports.request import ImportRequest, InvalidImportRequest
+from shared.imports.request import ImportRequest
 from shared.settings import resolve_placeholders
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def import_account(msg: func.QueueMessage) -> None:
     A run that continues is re-enqueued here, after the lease and the run-once record were
     given back (so the continuation's delivery can take both at once). Should this instance
     die before the enqueue, the message in hand is delivered again and resumes the run."""
-    request = poison.admit(msg, QUEUE, ImportRequest.parse, InvalidImportRequest)
+    request = poison.admit(msg, QUEUE, ImportRequest)
     if request is None:
         return
     try:

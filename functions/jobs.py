@@ -28,9 +28,7 @@ from shared import poison
 from shared.jobs import (
     AnnounceMessage,
     DefinitionChanged,
-    InvalidAnnounceMessage,
     InvalidJob,
-    InvalidUnitMessage,
     JobExists,
     JobRequest,
     JobSettings,
@@ -130,7 +128,7 @@ NOT_A_UNIT = "not a job unit message: "
 @bp.queue_trigger(arg_name="msg", queue_name=UNITS_QUEUE, connection="AzureWebJobsStorage")
 def run_job_unit(msg: func.QueueMessage) -> None:
     """Do one unit's work and count it; a message this app did not write is poisoned."""
-    unit = poison.admit(msg, UNITS_QUEUE, UnitMessage.parse, InvalidUnitMessage, reason=NOT_A_UNIT)
+    unit = poison.admit(msg, UNITS_QUEUE, UnitMessage, reason=NOT_A_UNIT)
     if unit is None:
         return
     settings = JobSettings.from_env()
@@ -141,7 +139,7 @@ def run_job_unit(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=POISON_QUEUE, connection="AzureWebJobsStorage")
 def fail_job_unit(msg: func.QueueMessage) -> None:
     """A unit whose every attempt failed: recorded as failed, so its job still finishes."""
-    unit = poison.admit(msg, POISON_QUEUE, UnitMessage.parse, InvalidUnitMessage, reason=NOT_A_UNIT)
+    unit = poison.admit(msg, POISON_QUEUE, UnitMessage, reason=NOT_A_UNIT)
     if unit is None:
         return
     reason = "failed every attempt (maxDequeueCount) and was moved to the poison queue"
@@ -152,10 +150,7 @@ def fail_job_unit(msg: func.QueueMessage) -> None:
 def announce_job(msg: func.QueueMessage) -> None:
     """POST one finished job's callback (once: shared.jobs.announce) and archive it. A receiver
     that is unavailable for now leaves the job to the watcher, which queues it again later."""
-    request = poison.admit(
-        msg, ANNOUNCE_QUEUE, AnnounceMessage.parse, InvalidAnnounceMessage,
-        reason="not an announce message: ",
-    )  # fmt: skip
+    request = poison.admit(msg, ANNOUNCE_QUEUE, AnnounceMessage, reason="not an announce message: ")
     if request is not None:
         finalize_queued(JobStore(), request.job_id)
 

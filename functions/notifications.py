@@ -27,7 +27,6 @@ from blobsingleton.config import scope_of
 
 from shared import poison, telemetry
 from shared.notifications import (
-    InvalidNotification,
     Notification,
     PermanentEmailError,
     sender_from_settings,
@@ -106,7 +105,7 @@ def deliver(notification: Notification, msg: func.QueueMessage) -> Any:
 @bp.queue_trigger(arg_name="msg", queue_name=QUEUE, connection="AzureWebJobsStorage")
 def send_notification(msg: func.QueueMessage) -> None:
     """Parse, then send once; poison what can never be sent, raise what may work later."""
-    notification = poison.admit(msg, QUEUE, Notification.parse, InvalidNotification)
+    notification = poison.admit(msg, QUEUE, Notification)
     if notification is None:
         telemetry.email("rejected")  # not a notification: poisoned
         return

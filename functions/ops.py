@@ -108,13 +108,7 @@ def _reason(req: func.HttpRequest) -> str:
     media = (req.headers.get("content-type") or "").split(";")[0].strip().lower()
     if media != "application/json":
         raise ops.InvalidRequest("the body must be JSON (Content-Type: application/json)")
-    try:
-        body = req.get_json()
-    except ValueError as error:
-        raise ops.InvalidRequest('the body must be JSON: {"reason": "..."}') from error
-    if not isinstance(body, dict):
-        raise ops.InvalidRequest('the body must be a JSON object: {"reason": "..."}')
-    return ops.validate_reason(body.get("reason"))
+    return app_ops.ActionRequest.parse(req.get_body()).reason
 
 
 def _key(req: func.HttpRequest) -> str:

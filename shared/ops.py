@@ -18,22 +18,52 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from azure.core.paging import PageIterator
 from blobsingleton import ops
 from blobsingleton.config import encode_key
 from blobsingleton.errors import InvalidKey
+from pydantic import AfterValidator, ConfigDict, Field
 
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.layout import imports_container
 from shared.jobs import JobSettings, JobStore, job_status
 from shared.jobs.layout import job_id_of
+from shared.models import MessageModel, Problem, rule
 
 JOB_COLUMNS = ("job_id", "status", "total", "units_done", "units_failed", "units_outstanding",
                "callback")  # fmt: skip
 IMPORT_COLUMNS = ("account", "run_id", "status", "instance", "records", "imported", "rejected",
                   "duration_s", "errors")  # fmt: skip
+
+
+def _reason(value: str) -> str:
+    try:
+        return ops.validate_reason(value)
+    except ops.InvalidRequest as error:
+        raise rule(str(error)) from None
+
+
+class ActionRequest(MessageModel):
+    """The body of a break or a reset (`POST /api/locks/{key}/break`, `/api/runs/{key}/reset`):
+    `{"reason": "..."}`, what a person wrote for the audit log. Other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    error = ops.InvalidRequest
+    max_bytes = 16 * 1024  # a reason is at most 500 characters
+    max_elements = 1_000
+
+    reason: Annotated[str, AfterValidator(_reason)] = Field(default="", validate_default=True)
+
+    @classmethod
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        [first, *_] = problems
+        if not first.field:
+            return ops.InvalidRequest(
+                f'the body must be JSON, {{"reason": "..."}}; it {first.message}'
+            )
+        return ops.InvalidRequest("; ".join(p.describe() for p in problems))
 
 
 def _callback_state(status: dict[str, Any]) -> str | None:

@@ -8,25 +8,25 @@ deletes the original. Only ids and the reason are logged, never the body.
 
 The host merges a JSON body's top-level fields into the trigger metadata the worker builds
 `func.QueueMessage` from, so `msg.id` and `msg.dequeue_count` are the sender's to set. Log
-lines name the poison copy's own queue id, and `screen` poisons at once a body that sets
-any host metadata field (none of this app's messages has one), before anything trusts them.
+lines name the poison copy's own queue id, and `admit` poisons at once a body that sets any
+host metadata field (none of this app's messages has one), before anything trusts them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TypeVar
 
 import azure.functions as func
 
 from shared import settings, storage
-from shared.queue_metadata import describe_id, overridden_metadata
+from shared.models import MessageModel
+from shared.queue_metadata import describe_id, overridden_fields
 
 logger = logging.getLogger(__name__)
 
 POISON_SUFFIX = "-poison"
-T = TypeVar("T")
+M = TypeVar("M", bound=MessageModel)
 
 
 def poison_queue_name(queue: str) -> str:
@@ -58,42 +58,34 @@ def reject(
     return poison
 
 
-def screen(msg: func.QueueMessage, queue: str, *, connection: str = "AzureWebJobsStorage") -> bool:
-    """Poison at once a body that overrides host metadata (`id`, `DequeueCount`...); True when
-    it did, and the function should return. Such a message reaches the function only when the
-    worker could decode the overridden fields; when it cannot (a non-numeric DequeueCount, a
-    malformed InsertionTime) the invocation fails before any app code runs, on Azure as here."""
-    overridden = overridden_metadata(msg.get_body())
-    if not overridden:
-        return False
-    reject(
-        msg,
-        queue,
-        f"its body sets host metadata field(s) {', '.join(overridden)}, which this app's "
-        "messages never carry",
-        connection=connection,
-    )
-    return True
-
-
 def admit(
     msg: func.QueueMessage,
     queue: str,
-    parse: Callable[[bytes], T],
-    invalid: type[Exception] | tuple[type[Exception], ...],
+    model: type[M],
     *,
     reason: str = "",
-) -> T | None:
-    """`msg` parsed once into its typed request, or None when it was poisoned and the function
-    should return: every queue function's screen -> parse -> poison, in one place.
+) -> M | None:
+    """`msg` parsed once into its `model`, or None when it was poisoned and the function
+    should return: every queue function's bound -> screen -> validate -> poison, in one place.
 
-    `invalid`: the error(s) `parse` raises for a body that can never succeed; their message,
-    after `reason`, is the poison reason. Anything else propagates, so the host retries.
+    The body is decoded within the model's bound (`MessageModel.decode`), screened (a body
+    that sets any host metadata field is poisoned: none of this app's messages has one,
+    and `msg.id` and `msg.dequeue_count` are then the sender's), then validated. A body
+    that can never succeed raises the model's `error`: its message, after `reason`, is the
+    poison reason. Anything else propagates, so the host
+    retries. Such a message reaches the function only when the worker could decode the
+    overridden fields; when it cannot (a non-numeric DequeueCount, a malformed
+    InsertionTime) the invocation fails before any app code runs, on Azure as here.
     """
-    if screen(msg, queue):
-        return None
     try:
-        return parse(msg.get_body())
-    except invalid as error:
+        data = model.decode(msg.get_body())
+        overridden = overridden_fields(data)
+        if not overridden:
+            return model.from_data(data)
+    except model.error as error:
         reject(msg, queue, f"{reason}{error}")
         return None
+    fields = ", ".join(overridden)
+    reject(msg, queue, f"its body sets host metadata field(s) {fields}, which this app's "
+                       "messages never carry")  # fmt: skip
+    return None

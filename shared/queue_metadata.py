@@ -9,6 +9,7 @@ field named like one of `HOST_QUEUE_METADATA` replaces the queue's own value in
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,7 +36,12 @@ def overridden_metadata(body: bytes) -> list[str]:
         return []
     if not isinstance(parsed, dict):
         return []
-    fields = {str(key).lower() for key in parsed}
+    return overridden_fields(parsed)
+
+
+def overridden_fields(names: Iterable[object]) -> list[str]:
+    """The host metadata names among a decoded body's field `names` (case-insensitive)."""
+    fields = {str(name).lower() for name in names}
     return [name for name in HOST_QUEUE_METADATA if name.lower() in fields]
 
 

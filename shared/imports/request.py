@@ -11,14 +11,15 @@ every delivery of one version's event names the same run.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
-from dataclasses import asdict, dataclass
 from datetime import date
+from typing import Annotated, Literal, Self
+
+from pydantic import AfterValidator, model_validator
 
 from shared.imports.accounts import InvalidAccount, validate_account
-from shared.json_body import InvalidBody, parse_object
+from shared.models import MessageModel, Problem, fail_at, rule
 
 _RUN_ID = re.compile(r"\d{4}-\d{2}-\d{2}(?:-(?:manual|arrival)-[0-9a-f]{8})?")
 TRIGGERS = ("nightly", "manual", "arrival")
@@ -29,30 +30,47 @@ class InvalidImportRequest(ValueError):
     """A queue message that is not a valid import request."""
 
 
-@dataclass(frozen=True)
-class ImportRequest:
-    account: str
-    run_date: str
-    run_id: str
-    trigger: str = "nightly"
+def _account(value: str) -> str:
+    try:
+        return validate_account(value)
+    except InvalidAccount as error:
+        raise rule(error.reason) from None
 
-    def __post_init__(self) -> None:
-        try:
-            validate_account(self.account)
-        except InvalidAccount as error:
-            raise InvalidImportRequest(f"account: {error.reason}") from None
-        try:
-            date.fromisoformat(self.run_date)
-        except (TypeError, ValueError):
-            raise InvalidImportRequest("run_date: must be a date, YYYY-MM-DD") from None
-        if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
-            raise InvalidImportRequest(
-                "run_id: must be YYYY-MM-DD[-manual-xxxxxxxx | -arrival-xxxxxxxx]"
-            )
+
+def _run_date(value: str) -> str:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise rule("must be a date, YYYY-MM-DD") from None
+    return value
+
+
+def _run_id(value: str) -> str:
+    if not _RUN_ID.fullmatch(value):
+        raise rule("must be YYYY-MM-DD[-manual-xxxxxxxx | -arrival-xxxxxxxx]")
+    return value
+
+
+class ImportRequest(MessageModel):
+    """The import queue message (see the module's doc); unknown fields are refused."""
+
+    error = InvalidImportRequest
+    max_bytes = MAX_BODY_BYTES
+
+    account: Annotated[str, AfterValidator(_account)]
+    run_date: Annotated[str, AfterValidator(_run_date)]
+    run_id: Annotated[str, AfterValidator(_run_id)]
+    trigger: Literal["nightly", "manual", "arrival"] = "nightly"
+
+    @model_validator(mode="after")
+    def _run_of_its_date(self) -> Self:
         if not self.run_id.startswith(self.run_date):
-            raise InvalidImportRequest("run_id: must start with run_date")
-        if self.trigger not in TRIGGERS:
-            raise InvalidImportRequest(f"trigger: must be one of {', '.join(TRIGGERS)}")
+            fail_at(("run_id",), "must start with run_date")
+        return self
+
+    @classmethod
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        return InvalidImportRequest("; ".join(p.describe() for p in problems))
 
     @classmethod
     def nightly(cls, account: str, run_date: date) -> ImportRequest:
@@ -72,19 +90,5 @@ class ImportRequest:
         return cls(account=account, run_date=day, run_id=f"{day}-arrival-{version[:8]}",
                    trigger="arrival")  # fmt: skip
 
-    @classmethod
-    def parse(cls, body: bytes | str) -> ImportRequest:
-        try:
-            data = parse_object(body, max_bytes=MAX_BODY_BYTES)
-        except InvalidBody as error:
-            raise InvalidImportRequest(error.describe()) from None
-        unknown = set(data) - {"account", "run_date", "run_id", "trigger"}
-        if unknown:
-            raise InvalidImportRequest(f"unknown field(s): {', '.join(sorted(unknown))[:200]}")
-        for name in ("account", "run_date", "run_id"):
-            if name not in data:
-                raise InvalidImportRequest(f"{name}: missing")
-        return cls(**data)
-
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return self.model_dump_json()

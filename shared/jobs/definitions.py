@@ -24,22 +24,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError
-from blobsingleton.errors import InvalidKey
 
 from shared import storage
 from shared.imports.blob_source import open_text
 from shared.imports.text_stream import MAX_LINE, has_undecodable, original_bytes
 from shared.jobs.errors import DefinitionChanged, Problem
-from shared.jobs.layout import validate_id
-from shared.jobs.messages import encode_payload
+from shared.jobs.messages import JobUnit
 from shared.jobs.records import UnitSpec
-from shared.json_body import InvalidBody, parse_object
+from shared.models import InvalidMessage
 
 #: The largest definition blob: 10,000 units of ~25 KiB each.
 MAX_DEFINITION_BYTES = 256 * 1024 * 1024
 #: Values in one line (the request body's limit per unit).
 MAX_LINE_VALUES = 100_000
 MAX_BLOB_NAME = 1024
+
+
+class DefinitionLine(JobUnit):
+    """One line of a definition blob: a `JobUnit`, bounded as a request body is."""
+
+    max_bytes = 4 * MAX_LINE  # characters of up to 4 bytes each
+    max_elements = MAX_LINE_VALUES
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ class DefinitionUnits:
             text = open_text(self.container, self.name, self.etag, self.connection)
             for _, line, _ in _lines(text):
                 if line.strip():  # validated already: whole lines, each a unit
-                    data = parse_object(line, max_bytes=4 * MAX_LINE, max_elements=MAX_LINE_VALUES)
-                    yield UnitSpec(str(data["id"]), data.get("payload"))
+                    unit = DefinitionLine.parse(line)
+                    yield UnitSpec(unit.id, unit.payload)
         except HttpResponseError as error:
             if error.status_code in (404, 412):
                 raise DefinitionChanged(self.name) from error
@@ -148,19 +153,14 @@ def _unit(line: str, where: str, problems: list[Problem], seen: set[str]) -> str
         problems.append(Problem(where, "is not UTF-8 text"))
         return None
     try:
-        data = parse_object(line, max_bytes=4 * MAX_LINE, max_elements=MAX_LINE_VALUES)
-    except InvalidBody as error:
-        problems.append(Problem(where, error.describe()))
+        unit = DefinitionLine.parse(line)
+    except InvalidMessage as error:
+        problems.extend(
+            Problem(f"{where}.{p.field}", p.message) if p.field else Problem(where, p.describe())
+            for p in error.problems
+        )
         return None
-    try:
-        unit_id = validate_id(data.get("id"))
-    except InvalidKey as error:
-        problems.append(Problem(f"{where}.id", error.reason))
+    if unit.id in seen:
+        problems.append(Problem(f"{where}.id", f"duplicate unit id {unit.id!r}"))
         return None
-    if unit_id in seen:
-        problems.append(Problem(f"{where}.id", f"duplicate unit id {unit_id!r}"))
-        return None
-    if len(encode_payload(data.get("payload"))) > MAX_LINE:
-        problems.append(Problem(f"{where}.payload", f"is larger than {MAX_LINE} bytes as JSON"))
-        return None
-    return unit_id
+    return unit.id

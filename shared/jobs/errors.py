@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+# One thing wrong with a request, by JSON path (`units[3].id`): the models' own.
+from shared.models import Problem as Problem
 
 
 class JobError(Exception):
     """Root of every error the jobs package raises."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a job request, by JSON path (`units[3].id`)."""
-
-    field: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"field": self.field, "message": self.message}
 
 
 class InvalidJob(JobError, ValueError):

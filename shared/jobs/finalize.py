@@ -141,7 +141,7 @@ def finalize_queued(
 def queue_announcement(store: JobStore, job_id: str) -> None:
     """One message on the announce queue: its function announces and archives the job."""
     settings = store.settings
-    message = AnnounceMessage(job_id).to_bytes()
+    message = AnnounceMessage(job_id=job_id).to_bytes()
     storage.send_message(settings.announce_queue, message, connection=settings.connection)
 
 

@@ -8,31 +8,77 @@ host's base64 encoding) is stored in a blob and the message carries `payload_ref
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Self
 
 from blobsingleton.errors import InvalidKey
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from shared.jobs.errors import InvalidAnnounceMessage, InvalidUnitMessage
 from shared.jobs.layout import validate_id
-from shared.json_body import InvalidBody, parse_object
+from shared.models import MessageModel, Problem, rule
 
 #: 64 KiB queue limit on the base64 text: 48 KiB of raw message, less room for the envelope.
 MAX_MESSAGE_BYTES = 48 * 1024 - 512
-_ABSENT = object()
+#: One unit's payload, JSON-encoded; larger ones would make a job record unwieldy.
+MAX_PAYLOAD_BYTES = 1024 * 1024
 
 
 def encode_payload(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-@dataclass(frozen=True)
-class UnitMessage:
-    job_id: str
-    unit_id: str
-    total: int
+def _id(value: str) -> str:
+    try:
+        return validate_id(value)
+    except InvalidKey as error:
+        raise rule(error.reason) from None
+
+
+#: A job or unit id usable in blob names (`shared.jobs.layout.validate_id`).
+Id = Annotated[str, AfterValidator(_id)]
+
+
+def _payload(value: Any) -> Any:
+    if len(encode_payload(value)) > MAX_PAYLOAD_BYTES:
+        raise rule(f"is larger than {MAX_PAYLOAD_BYTES} bytes as JSON")
+    return value
+
+
+class JobUnit(MessageModel):
+    """One unit of a job definition, `{"id": ..., "payload": <any JSON>}`: an item of a
+    request's `units`, or a line of a units blob (shared.jobs.definitions). Other fields are
+    ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Id
+    payload: Annotated[Any, AfterValidator(_payload)] = None
+
+
+class UnitMessage(MessageModel):
+    """One unit's queue message. Fields it does not know are ignored (a newer writer's)."""
+
+    model_config = ConfigDict(extra="ignore")
+    error = InvalidUnitMessage
+    max_bytes = MAX_MESSAGE_BYTES
+
+    job_id: Id
+    unit_id: Id
+    total: Annotated[int, Field(ge=1)]
     payload: Any = None
     payload_ref: bool = False  # True: the payload is in the job's payloads/{unit} blob
+
+    @model_validator(mode="after")
+    def _carries_its_payload(self) -> Self:
+        if self.payload_ref:
+            object.__setattr__(self, "payload", None)
+        elif "payload" not in self.model_fields_set:
+            raise rule("has neither payload nor payload_ref")
+        return self
+
+    @classmethod
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        return InvalidUnitMessage("; ".join(p.describe() for p in problems))
 
     def to_bytes(self) -> bytes:
         data: dict[str, Any] = {"job_id": self.job_id, "unit_id": self.unit_id, "total": self.total}
@@ -45,45 +91,22 @@ class UnitMessage:
     def fits(self) -> bool:
         return len(self.to_bytes()) <= MAX_MESSAGE_BYTES
 
-    @classmethod
-    def parse(cls, body: bytes | str) -> UnitMessage:
-        try:
-            data = parse_object(body, max_bytes=MAX_MESSAGE_BYTES)
-        except InvalidBody as error:
-            raise InvalidUnitMessage(error.describe()) from None
-        try:
-            job_id = validate_id(data.get("job_id"))
-            unit_id = validate_id(data.get("unit_id"))
-        except InvalidKey as error:
-            raise InvalidUnitMessage(f"bad job_id or unit_id: {error.reason}") from error
-        total = data.get("total")
-        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
-            raise InvalidUnitMessage("total must be a positive integer")
-        payload = data.get("payload", _ABSENT)
-        by_ref = data.get("payload_ref") is True
-        if payload is _ABSENT and not by_ref:
-            raise InvalidUnitMessage("has neither payload nor payload_ref")
-        return cls(job_id, unit_id, total, None if by_ref else payload, by_ref)
 
-
-@dataclass(frozen=True)
-class AnnounceMessage:
+class AnnounceMessage(MessageModel):
     """The queue message that asks for a finished job's announcement (and archive): sent by
     a zero-unit submission and by the watcher, so no callback is ever POSTed inside an HTTP
     request or inside the watcher's sweep."""
 
-    job_id: str
+    model_config = ConfigDict(extra="ignore")
+    error = InvalidAnnounceMessage
+    max_bytes = 1024
+    max_elements = 4
+
+    job_id: Id
+
+    @classmethod
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        return InvalidAnnounceMessage("; ".join(p.describe() for p in problems))
 
     def to_bytes(self) -> bytes:
         return json.dumps({"job_id": self.job_id}, separators=(",", ":")).encode()
-
-    @classmethod
-    def parse(cls, body: bytes | str) -> AnnounceMessage:
-        try:
-            data = parse_object(body, max_bytes=1024, max_elements=4)
-        except InvalidBody as error:
-            raise InvalidAnnounceMessage(error.describe()) from None
-        try:
-            return cls(validate_id(data.get("job_id")))
-        except InvalidKey as error:
-            raise InvalidAnnounceMessage(f"bad job_id: {error.reason}") from error

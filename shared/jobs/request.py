@@ -7,8 +7,9 @@
 or, for a definition too large for a request body, `"units_blob": "name"` in place of
 `units`: a JSON Lines blob in JOB_DEFINITIONS_CONTAINER, streamed (shared.jobs.definitions).
 
-Every problem is reported (up to MAX_PROBLEMS) with its JSON path, so a client fixes its
-request in one round trip. Zero units is valid: the job completes at once.
+The body is the model `JobSubmission` (shared.models), each unit a `JobUnit`. Every problem is
+reported (up to MAX_PROBLEMS) with its JSON path, so a client fixes its request in one round
+trip. Zero units is valid: the job completes at once.
 
 Size. A body is at most MAX_REQUEST_BYTES (4 MiB: 10,000 small units) and MAX_REQUEST_VALUES
 JSON values, counted before anything is decoded (shared.json_body): about 25 MB of Python
@@ -23,21 +24,26 @@ import json
 import uuid
 from collections.abc import Iterator, Sized
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from blobsingleton.errors import InvalidKey
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
 
 from shared.jobs.callback_url import CallbackPolicy, Resolver, check_callback_url, resolve
 from shared.jobs.config import JobSettings
 from shared.jobs.definitions import read_definition
 from shared.jobs.errors import BlockedCallback, InvalidJob, Problem
-from shared.jobs.layout import validate_id
-from shared.jobs.messages import encode_payload
+from shared.jobs.messages import Id, JobUnit
 from shared.jobs.records import UnitSpec
-from shared.json_body import InvalidBody, parse_object
+from shared.models import MessageModel, at, raise_together, rule
 
-#: One unit's payload, JSON-encoded; larger ones would make a job record unwieldy.
-MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_PROBLEMS = 20
 #: The whole request body, and the JSON values in it (see the module's doc).
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -48,6 +54,82 @@ class UnitSource(Sized, Protocol):
     """A job's units in order: a list (inline), or a definition blob read again."""
 
     def __iter__(self) -> Iterator[UnitSpec]: ...
+
+
+def _units(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """The units, each a `JobUnit`: at most `max_units` (the context's; none validated
+    beyond it) and no id twice, reported beside the units' own problems."""
+    limit = (info.context or {}).get("max_units")
+    if isinstance(value, list) and limit is not None and len(value) > limit:
+        raise rule(f"has {len(value)} units, the limit is {limit}")
+    try:
+        units: list[JobUnit] = handler(value)
+    except ValidationError as error:
+        bad = {d["loc"][0] for d in error.errors() if d["loc"]}
+        items = value if isinstance(value, list) else []
+        ids = [(i, item.get("id")) for i, item in enumerate(items) if i not in bad]
+        raise_together(error, _duplicates(ids))
+    raise_together(None, _duplicates([(i, unit.id) for i, unit in enumerate(units)]))
+    return units
+
+
+def _duplicates(ids: list[tuple[int, object]]) -> list[Any]:
+    seen: set[object] = set()
+    found = []
+    for index, unit_id in ids:
+        if unit_id in seen:
+            found.append(at((index, "id"), f"duplicate unit id {unit_id!r}"))
+        seen.add(unit_id)
+    return found
+
+
+def _callback(value: str, info: ValidationInfo) -> str:
+    """A receiver the policy allows (the context's `policy` and `resolver`)."""
+    context = info.context or {}
+    policy = context.get("policy") or CallbackPolicy.from_env()
+    try:
+        return check_callback_url(value, resolver=context.get("resolver", resolve),
+                                  policy=policy).url  # fmt: skip
+    except BlockedCallback as error:
+        raise rule(str(error)) from None
+
+
+class JobSubmission(MessageModel):
+    """The body of `POST /api/jobs` (see the module's doc); other fields are ignored.
+    Validated with the context `{"max_units": ..., "policy": ..., "resolver": ...}`."""
+
+    model_config = ConfigDict(extra="ignore")
+    error = InvalidJob
+    max_bytes = MAX_REQUEST_BYTES
+    max_elements = MAX_REQUEST_VALUES
+
+    job_id: Id | None = None
+    units: Annotated[list[JobUnit], WrapValidator(_units)] | None = None
+    units_blob: str | None = None  # its name; read_definition checks it and reads it
+    callback_url: Annotated[str, AfterValidator(_callback)]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _units_or_blob(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Exactly one of units and units_blob, said beside the other fields' problems."""
+        more = []
+        if isinstance(data, dict):
+            if "units" in data and "units_blob" in data:
+                more.append(at(("units",), "give either units or units_blob, not both"))
+            elif "units" not in data and "units_blob" not in data:
+                more.append(at(("units",), "is missing: give units or units_blob"))
+        try:
+            found = handler(data)
+        except ValidationError as error:
+            raise_together(error, more)
+        raise_together(None, more)
+        return found
+
+    @classmethod
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        found = [Problem(p.field, p.message) if p.field else Problem("$", p.describe())
+                 for p in problems]  # fmt: skip
+        return InvalidJob(found[:MAX_PROBLEMS])
 
 
 @dataclass(frozen=True)
@@ -85,86 +167,21 @@ class JobRequest:
         """The request in `body`, or `InvalidJob` listing what is wrong with it. `policy`
         (default: the app settings') says which callback receivers are allowed; `settings`
         name the definitions container, read only for a `units_blob` request."""
-        try:
-            data = parse_object(body, max_bytes=MAX_REQUEST_BYTES, max_elements=MAX_REQUEST_VALUES)
-        except InvalidBody as error:
-            raise InvalidJob([Problem("$", error.describe())]) from None
-        problems: list[Problem] = []
-        job_id = _job_id(data.get("job_id"), problems)
         policy = policy if policy is not None else CallbackPolicy.from_env()
-        callback_url = _callback_url(data.get("callback_url"), resolver, policy, problems)
-        if "units_blob" in data:
-            if "units" in data:
-                problems.append(Problem("units", "give either units or units_blob, not both"))
-                raise InvalidJob(problems[:MAX_PROBLEMS])
-            if problems:  # nothing is read while the rest of the request is wrong
-                raise InvalidJob(problems[:MAX_PROBLEMS])
+        context = {"max_units": max_units, "resolver": resolver, "policy": policy}
+        submission = JobSubmission.parse(body, context=context)
+        job_id = submission.job_id or uuid.uuid4().hex
+        if submission.units is None:
             settings = settings or JobSettings.from_env()
+            problems: list[Problem] = []
             found = read_definition(
-                data["units_blob"], max_units, problems,
+                submission.units_blob, max_units, problems,
                 container=settings.definitions_container, connection=settings.connection,
                 max_problems=MAX_PROBLEMS,
             )  # fmt: skip
             if found is None:
                 raise InvalidJob(problems[:MAX_PROBLEMS])
             blob_units, ids = found
-            return cls(job_id, blob_units, callback_url, ids, blob_units.digest)
-        units = _units(data.get("units"), max_units, problems)
-        if problems:
-            raise InvalidJob(problems[:MAX_PROBLEMS])
-        return cls(job_id, units, callback_url, [u.id for u in units])
-
-
-def _job_id(value: Any, problems: list[Problem]) -> str:
-    if value is None:
-        return uuid.uuid4().hex
-    try:
-        return validate_id(value)
-    except InvalidKey as error:
-        problems.append(Problem("job_id", error.reason))
-        return ""
-
-
-def _units(value: Any, max_units: int, problems: list[Problem]) -> list[UnitSpec]:
-    if not isinstance(value, list):
-        problems.append(Problem("units", "must be a list of {id, payload} objects"))
-        return []
-    if len(value) > max_units:
-        problems.append(Problem("units", f"has {len(value)} units, the limit is {max_units}"))
-        return []
-    units: list[UnitSpec] = []
-    seen: set[str] = set()
-    for index, item in enumerate(value):
-        where = f"units[{index}]"
-        if len(problems) >= MAX_PROBLEMS:
-            break
-        if not isinstance(item, dict):
-            problems.append(Problem(where, "must be an object with an id"))
-            continue
-        try:
-            unit_id = validate_id(item.get("id"))
-        except InvalidKey as error:
-            problems.append(Problem(f"{where}.id", error.reason))
-            continue
-        if unit_id in seen:
-            problems.append(Problem(f"{where}.id", f"duplicate unit id {unit_id!r}"))
-            continue
-        seen.add(unit_id)
-        payload = item.get("payload")
-        if len(encode_payload(payload)) > MAX_PAYLOAD_BYTES:
-            problems.append(
-                Problem(f"{where}.payload", f"is larger than {MAX_PAYLOAD_BYTES} bytes as JSON")
-            )
-            continue
-        units.append(UnitSpec(unit_id, payload))
-    return units
-
-
-def _callback_url(
-    value: Any, resolver: Resolver, policy: CallbackPolicy, problems: list[Problem]
-) -> str:
-    try:
-        return check_callback_url(value, resolver=resolver, policy=policy).url
-    except BlockedCallback as error:
-        problems.append(Problem("callback_url", str(error)))
-        return ""
+            return cls(job_id, blob_units, submission.callback_url, ids, blob_units.digest)
+        units = [UnitSpec(unit.id, unit.payload) for unit in submission.units]
+        return cls(job_id, units, submission.callback_url, [u.id for u in units])

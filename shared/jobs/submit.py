@@ -45,10 +45,10 @@ def enqueue_units(
     total = len(request.units)
 
     def message(unit: UnitSpec) -> bytes:
-        msg = UnitMessage(request.job_id, unit.id, total, unit.payload)
+        msg = UnitMessage(job_id=request.job_id, unit_id=unit.id, total=total, payload=unit.payload)
         if not msg.fits():
             store.put_payload(request.job_id, unit.id, encode_payload(unit.payload))
-            msg = UnitMessage(request.job_id, unit.id, total, payload_ref=True)
+            msg = UnitMessage(job_id=request.job_id, unit_id=unit.id, total=total, payload_ref=True)
         return msg.to_bytes()
 
     def send(unit: UnitSpec) -> None:

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Self
 
 from blobsingleton.config import validate_key
 from blobsingleton.errors import InvalidKey
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from shared.json_body import InvalidBody, json_type, parse_object
-from shared.notifications.addresses import is_valid_address, scrub_addresses
+from shared.json_body import json_type
+from shared.models import MessageModel, Problem, fail_at, rule
+from shared.notifications.addresses import is_valid_address
 
 #: Azure Queue Storage's message size limit; a body larger than this can never have been queued.
 MAX_BODY_BYTES = 64 * 1024
@@ -36,19 +36,19 @@ MAX_RECIPIENTS = 50
 MAX_SUBJECT_LENGTH = 998  # RFC 5322 line length limit
 MAX_TEMPLATE_ID_LENGTH = 128
 
-_FIELDS = ("event_id", "type", "to", "subject", "text", "html", "template_id", "template_data")
-_REQUIRED = ("event_id", "type", "to", "subject")
 _SENDER_FIELDS = frozenset({"from", "from_email", "from_name", "sender", "reply_to"})
 _TEMPLATE_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class InvalidNotification(ValueError):
-    """A message body that is not a valid notification; `field` says where, `reason` why."""
+    """A message body that is not a valid notification; `field` says where, `reason` why
+    (the first problem; `problems` has them all)."""
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, problems: list[Problem] | None = None) -> None:
         super().__init__(f"invalid notification: {field}: {reason}")
         self.field = field
         self.reason = reason
+        self.problems = problems if problems is not None else [Problem(field, reason)]
 
 
 def _has_control(value: str, *, allow_newlines: bool = False) -> bool:
@@ -56,129 +56,130 @@ def _has_control(value: str, *, allow_newlines: bool = False) -> bool:
     return any((not ch.isprintable()) and ch not in allowed for ch in value)
 
 
-def _string(name: str, value: object, *, max_length: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidNotification(name, f"must be a string, not {json_type(value)}")
+def _line(value: str) -> str:
+    """Text of one line: not blank, no line break or other control character."""
     if not value.strip():
-        raise InvalidNotification(name, "must not be empty")
-    if len(value) > max_length:
-        limit = f"is {len(value)} characters long, the limit is {max_length}"
-        raise InvalidNotification(name, limit)
+        raise rule("must not be empty")
     if _has_control(value):
-        raise InvalidNotification(name, "contains line breaks or other control characters")
+        raise rule("contains line breaks or other control characters")
     return value
 
 
-def _recipients(value: object) -> tuple[str, ...]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple):
-        kind = json_type(value)
-        raise InvalidNotification("to", f"must be an address or an array of them, not {kind}")
-    if not items:
-        raise InvalidNotification("to", "must name at least one recipient")
-    if len(items) > MAX_RECIPIENTS:
-        limit = f"has {len(items)} recipients, the limit is {MAX_RECIPIENTS}"
-        raise InvalidNotification("to", limit)
+def _event_id(value: str) -> str:
+    try:
+        return validate_key(value, max_length=MAX_EVENT_ID_LENGTH)
+    except InvalidKey as error:
+        raise rule(error.reason) from None
+
+
+def _address(value: str) -> str:
+    if not is_valid_address(value):
+        raise rule("is not a valid email address (syntax check)")
+    return value
+
+
+def _recipient_list(value: object) -> object:
+    """One address or an array of them, as a tuple (an array's items validated one by one)."""
+    if isinstance(value, str):
+        return (_address(value),)
+    if not isinstance(value, list | tuple):
+        raise rule(f"must be an address or an array of them, not {json_type(value)}")
+    if not value:
+        raise rule("must name at least one recipient")
+    if len(value) > MAX_RECIPIENTS:
+        raise rule(f"has {len(value)} recipients, the limit is {MAX_RECIPIENTS}")
+    return tuple(value)
+
+
+def _distinct(addresses: tuple[str, ...]) -> tuple[str, ...]:
+    """One email per distinct recipient: the same address twice would mail them twice."""
     seen: set[str] = set()
     unique: list[str] = []
-    for index, item in enumerate(items):
-        where = "to" if isinstance(value, str) else f"to[{index}]"
-        if not isinstance(item, str):
-            raise InvalidNotification(where, f"must be a string, not {json_type(item)}")
-        if not is_valid_address(item):
-            raise InvalidNotification(where, "is not a valid email address (syntax check)")
-        # One email per distinct recipient: the same address twice would mail them twice.
-        if item.lower() not in seen:
-            seen.add(item.lower())
-            unique.append(item)
+    for address in addresses:
+        if address.lower() not in seen:
+            seen.add(address.lower())
+            unique.append(address)
     return tuple(unique)
 
 
-@dataclass(frozen=True, repr=False)
-class Notification:
-    """A validated notification; constructing one validates it, whichever way it is built."""
+def _content(value: str) -> str:
+    if not value.strip():
+        raise rule("must be a non-empty string when given")
+    return value
 
-    event_id: str
-    type: str
-    to: tuple[str, ...]
-    subject: str
-    text: str | None = None
-    html: str | None = None
-    template_id: str | None = None
-    template_data: dict[str, Any] | None = field(default=None, hash=False)
 
-    def __post_init__(self) -> None:
-        try:
-            validate_key(self.event_id, max_length=MAX_EVENT_ID_LENGTH)
-        except InvalidKey as exc:
-            raise InvalidNotification("event_id", exc.reason) from None
-        _string("type", self.type, max_length=MAX_TYPE_LENGTH)
-        object.__setattr__(self, "to", _recipients(self.to))
-        _string("subject", self.subject, max_length=MAX_SUBJECT_LENGTH)
-        self._check_body()
-        if self.template_data is not None:
-            # A private, JSON-only copy: the caller's dict can't change a frozen notification.
-            try:
-                copy = json.loads(json.dumps(self.template_data, allow_nan=False))
-            except (TypeError, ValueError):
-                raise InvalidNotification("template_data", "must hold only JSON values") from None
-            object.__setattr__(self, "template_data", copy)
-        size = len(self.to_json().encode("utf-8"))
-        if size > MAX_BODY_BYTES:
-            raise InvalidNotification("body", f"is {size} bytes, the limit is {MAX_BODY_BYTES}")
+def _template_id(value: str) -> str:
+    if not _TEMPLATE_ID.fullmatch(value):
+        raise rule("may hold only letters, digits, '-' and '_'")
+    return value
 
-    def _check_body(self) -> None:
-        for name in ("text", "html"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise InvalidNotification(name, "must be a non-empty string when given")
+
+def _json_copy(value: dict[str, Any]) -> dict[str, Any]:
+    """A private, JSON-only copy: the caller's dict can't change a frozen notification."""
+    try:
+        copy: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        raise rule("must hold only JSON values") from None
+    return copy
+
+
+Line = Annotated[str, AfterValidator(_line)]
+Content = Annotated[str, AfterValidator(_content)]
+
+
+class Notification(MessageModel):
+    """A validated notification (see the module's doc for its body); constructing one
+    validates it, whichever way it is built."""
+
+    error = InvalidNotification
+    max_bytes = MAX_BODY_BYTES
+
+    event_id: Annotated[str, AfterValidator(_event_id)]
+    type: Annotated[Line, Field(max_length=MAX_TYPE_LENGTH)]
+    to: Annotated[
+        tuple[Annotated[str, AfterValidator(_address)], ...],
+        BeforeValidator(_recipient_list),
+        AfterValidator(_distinct),
+    ]
+    subject: Annotated[Line, Field(max_length=MAX_SUBJECT_LENGTH)]
+    text: Content | None = None
+    html: Content | None = None
+    template_id: (
+        Annotated[Line, Field(max_length=MAX_TEMPLATE_ID_LENGTH), AfterValidator(_template_id)]
+        | None
+    ) = None
+    template_data: Annotated[dict[str, Any], AfterValidator(_json_copy)] | None = None
+
+    @field_validator("text", "html", "template_id", "template_data", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise rule("must not be null (leave it out instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_of_body(self) -> Self:
         has_content = self.text is not None or self.html is not None
         if self.template_id is None:
             if self.template_data is not None:
-                raise InvalidNotification("template_data", "needs template_id")
+                fail_at(("template_data",), "needs template_id")
             if not has_content:
-                raise InvalidNotification("body", "needs text, html, or template_id")
-            return
-        if has_content:
-            raise InvalidNotification("template_id", "cannot be combined with text or html")
-        template_id = _string("template_id", self.template_id, max_length=MAX_TEMPLATE_ID_LENGTH)
-        if not _TEMPLATE_ID.fullmatch(template_id):
-            raise InvalidNotification("template_id", "may hold only letters, digits, '-' and '_'")
-        if self.template_data is not None and not isinstance(self.template_data, dict):
-            raise InvalidNotification(
-                "template_data", f"must be an object, not {json_type(self.template_data)}"
-            )
-
-    # -- parsing ---------------------------------------------------------------------------
+                raise rule("needs text, html, or template_id")
+        elif has_content:
+            fail_at(("template_id",), "cannot be combined with text or html")
+        size = len(self.to_json().encode("utf-8"))
+        if size > MAX_BODY_BYTES:
+            raise rule(f"is {size} bytes, the limit is {MAX_BODY_BYTES}")
+        return self
 
     @classmethod
-    def parse(cls, body: bytes | str) -> Notification:
-        """Parse a queue message body; `InvalidNotification` says what is wrong with it."""
-        try:
-            data = parse_object(body, max_bytes=MAX_BODY_BYTES)
-        except InvalidBody as error:
-            where = "body" if error.field is None else _field_name(error.field)
-            raise InvalidNotification(where, error.reason) from None
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_dict(cls, data: object) -> Notification:
-        """Build from the decoded JSON object of a message body."""
-        if not isinstance(data, Mapping):
-            raise InvalidNotification("body", f"must be a JSON object, not {json_type(data)}")
-        for name in data:
-            if name in _SENDER_FIELDS:
-                raise InvalidNotification(name, "is not allowed: the sender comes from EMAIL_FROM")
-            if name not in _FIELDS:
-                raise InvalidNotification(_field_name(name), "is not a known field")
-        for name in _REQUIRED:
-            if name not in data:
-                raise InvalidNotification(name, "is missing")
-        values = {name: data[name] for name in _FIELDS if name in data}
-        for name in ("text", "html", "template_id", "template_data"):
-            if name in values and values[name] is None:
-                raise InvalidNotification(name, "must not be null (leave it out instead)")
-        return cls(**values)
+    def invalid(cls, problems: list[Problem]) -> Exception:
+        """The first problem names the error, an unknown or sender field's first: the sender
+        is never part of a message (EMAIL_FROM), and a typo ("htm") fails loudly."""
+        problems = sorted(problems, key=lambda p: p.message != "is not a known field")
+        problems = [_sender(p) for p in problems]
+        first = problems[0]
+        return InvalidNotification(first.field or "body", first.message, problems)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -210,10 +211,19 @@ class Notification:
             f"recipients={len(self.to)}, body={kind})"
         )
 
+    __str__ = __repr__  # pydantic's str() would list every field
 
-def _field_name(name: object) -> str:
-    """A field name fit for an error message: short, and with any address scrubbed out."""
-    return scrub_addresses(repr(str(name)[:64]))
+    def __hash__(self) -> int:
+        # template_data (a dict) is left out, as it was of the dataclass's hash.
+        return hash((self.event_id, self.type, self.to, self.subject, self.text, self.html,
+                     self.template_id))  # fmt: skip
+
+
+def _sender(problem: Problem) -> Problem:
+    name = problem.field.strip("'")
+    if problem.message == "is not a known field" and name in _SENDER_FIELDS:
+        return Problem(name, "is not allowed: the sender comes from EMAIL_FROM")
+    return problem
 
 
 def parse_notification(body: bytes | str) -> Notification:

@@ -70,7 +70,7 @@ def test_one_summary_email_is_queued_for_the_notification_path(imports_env: Impo
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(3))))
     run_import(RUN, token=1)
     (body,) = imports_env.messages(imports_env.notifications_queue)
-    notification = Notification.from_dict(body)
+    notification = Notification.from_data(body)
     assert notification.event_id == "import-acme-2026-11-22"
     assert notification.to == ("ops@example.com",)
     assert "3 imported" in notification.subject

@@ -82,7 +82,7 @@ def test_a_night_of_changes_leaves_members_as_the_file_says_and_tells_who_ended(
     assert (rejected["member_id"], rejected["segment"], rejected["line"]) == ("S5", 23, 23)
     assert "DMG02" in rejected["reason"] and "20261399" not in rejected["reason"]
     (body,) = imports_env.messages(imports_env.notifications_queue)
-    text = Notification.from_dict(body).text or ""
+    text = Notification.from_data(body).text or ""
     assert "1 added, 1 changed, 2 terminated, 1 reinstated, 1 unchanged; 1 rejected" in text
     no_health_data_in(["QUIXOTE", "ZELDA", "19800515", "1980-05-15"])
 

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from pydantic import ValidationError
 
 from shared.notifications import InvalidNotification, Notification
 from shared.notifications.addresses import is_valid_address, scrub_addresses
@@ -99,7 +100,8 @@ def test_repr_hides_addresses_and_body() -> None:
 
 def test_template_data_is_a_private_copy() -> None:
     data = {"a": [1]}
-    n = Notification("e1", "t", ("a@example.com",), "s", template_id="d-1", template_data=data)
+    n = Notification(event_id="e1", type="t", to=("a@example.com",), subject="s",
+                     template_id="d-1", template_data=data)  # fmt: skip
     data["a"].append(2)
     assert n.template_data == {"a": [1]}
 
@@ -154,7 +156,7 @@ def test_missing_body_content() -> None:
         ({"subject": "Hello\r\nBcc: victim@example.com"}, "subject", "line breaks"),
         ({"text": ""}, "text", "non-empty string"),
         ({"text": None}, "text", "must not be null"),
-        ({"html": 5}, "html", "non-empty string"),
+        ({"html": 5}, "html", "must be a string, not number"),
         ({"template_id": "d-1"}, "template_id", "cannot be combined with text or html"),
         ({"text": ..., "template_id": "../etc"}, "template_id", "only letters, digits"),
         ({"text": ..., "template_id": "d-1", "template_data": [1]}, "template_data", "object"),
@@ -231,8 +233,11 @@ def test_oversized_message() -> None:
 
 
 def test_oversized_when_built_directly() -> None:
-    with pytest.raises(InvalidNotification, match="the limit is 65536"):
-        Notification("e", "t", ("a@example.com",), "s", html="x" * MAX_BODY_BYTES)
+    """A producer's own bug: pydantic's error, the value hidden from it too."""
+    with pytest.raises(ValidationError, match="the limit is 65536") as info:
+        Notification(event_id="e", type="t", to=("a@example.com",), subject="s",
+                     html="x" * MAX_BODY_BYTES)  # fmt: skip
+    assert "xxxx" not in str(info.value) and "input_value" not in str(info.value)
 
 
 def test_errors_never_contain_addresses_or_body() -> None:

@@ -34,7 +34,7 @@ def note(event_id: str = "order-42-shipped", **fields: object) -> Notification:
         "text": "It is on its way.",
     }
     data.update(fields)
-    return Notification.from_dict(data)
+    return Notification.from_data(data)
 
 
 def test_each_send_is_a_new_blob(app_env: dict[str, str]) -> None:

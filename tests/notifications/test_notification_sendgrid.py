@@ -54,7 +54,7 @@ def note(**fields: object) -> Notification:
         "subject": "Your order has shipped",
     }
     data.update(fields)
-    return Notification.from_dict(data)
+    return Notification.from_data(data)
 
 
 @pytest.fixture
