@@ -3,7 +3,7 @@
     from blobsingleton import Busy, current_lease, once, singleton
 
     @bp.queue_trigger(arg_name="msg", queue_name="%IMPORT_QUEUE%", connection="AzureWebJobsStorage")
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+    @singleton("import-{account}", busy=Busy.defer(queue="%IMPORT_QUEUE%"))
     def import_account(msg: func.QueueMessage) -> None:
         lease = current_lease()          # fencing token, ensure_held() before side effects
 
@@ -23,7 +23,7 @@ import atexit
 
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
 from blobsingleton._semaphore import LeaseSemaphore
@@ -46,6 +46,6 @@ atexit.register(_release_all)
 
 __all__ = [
     "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseSemaphore",
-    "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "StorageAccount", "__version__",
-    "current_lease", "current_run", "once", "singleton",
+    "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "Storage", "StorageAccount",
+    "__version__", "current_lease", "current_run", "once", "singleton",
 ]  # fmt: skip
