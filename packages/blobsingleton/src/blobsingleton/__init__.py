@@ -22,7 +22,7 @@ from __future__ import annotations
 import atexit
 
 from blobsingleton._blob_lease import BlobLease
-from blobsingleton._busy import Busy
+from blobsingleton._busy import Busy, BusyPolicy
 from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
@@ -45,7 +45,8 @@ __version__ = "0.4.0"
 atexit.register(_release_all)
 
 __all__ = [
-    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseSemaphore",
+    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "BusyPolicy", "LeaseLost",
+    "LeaseSemaphore",
     "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "Storage", "StorageAccount",
     "__version__", "current_lease", "current_run", "once", "singleton",
 ]  # fmt: skip

@@ -68,7 +68,7 @@ def test_defer_with_the_queue_sdk_decorates() -> None:
     import azure.functions as func
     from blobsingleton import Busy, singleton
 
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="imports")
+    @singleton("import-{account}", busy=Busy.defer(queue="imports"))
     def handler(msg: func.QueueMessage, account: str = "") -> None:
         pass
 

@@ -26,17 +26,17 @@ async def charge_async(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
-@once("refund-{order_id}", on_in_progress=Busy.WAIT, mode=Mode.AT_LEAST_ONCE, wait_timeout=5)
+@once("refund-{order_id}", busy=Busy.wait(timeout=5), mode=Mode.AT_LEAST_ONCE)
 def refund(order_id: str) -> Receipt:  # the defaults, spelt out
     return Receipt(order_id)
 
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def send(event_id: str) -> str:
     return event_id
 
 
-@once("order-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+@once("order-{order_id}", busy=Busy.defer(queue="%ORDERS_QUEUE%"))
 def take_order(order_id: str, msg: func.QueueMessage) -> Receipt:
     return Receipt(order_id)
 
@@ -50,7 +50,7 @@ def conflict(error: Exception) -> int:
     return 409
 
 
-@once("page-{n}", on_in_progress=conflict)  # busy: the policy's answer is the result
+@once("page-{n}", busy=conflict)  # busy: the policy's answer is the result
 def page(n: int) -> int:
     return 200
 
@@ -65,17 +65,17 @@ async def import_account_async(account: str) -> int:
     return len(account)
 
 
-@singleton("report-{day}", on_busy=Busy.SKIP)
+@singleton("report-{day}", busy=Busy.SKIP)
 def report(day: str) -> int:
     return len(day)
 
 
-@singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+@singleton("import-{account}", busy=Busy.defer(queue="%IMPORT_QUEUE%"))
 def deferred_import(account: str, msg: func.QueueMessage) -> int:
     return len(account)
 
 
-@singleton("answer-{day}", on_busy=conflict)
+@singleton("answer-{day}", busy=conflict)
 def answer(day: str) -> int:
     return 200
 
