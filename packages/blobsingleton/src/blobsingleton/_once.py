@@ -232,8 +232,11 @@ def once(
                 resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
-                in_progress_timeout=in_progress_s,
+                # Under a `@singleton`'s lease the lease is liveness (a bridge until the
+                # handler infers it itself: the engine branch).
+                in_progress_timeout=0.0 if held() else in_progress_s,
                 retention=retention_s,
+                under_lease=bool(held()),
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import assert_type
 
 import azure.functions as func
-from blobsingleton import Busy, Mode, once, singleton
+from blobsingleton import Busy, Mode, Storage, StorageAccount, once, singleton
 from blobsingleton.batches import BatchResult, ItemResult
+
+URL = "https://account.blob.core.windows.net"
 
 
 @dataclass
@@ -55,6 +57,26 @@ def page(n: int) -> int:
     return 200
 
 
+@once("page-{n}", busy=Busy.answer(conflict, hold=0))  # an answer at once, no hold
+def page_now(n: int) -> int:
+    return 200
+
+
+@once("charge-{order_id}", busy=Busy.WAIT, storage=Storage(namespace="billing"))
+def charge_billing(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("email-{event_id}", busy=Busy.skip(hold=1.0), storage=StorageAccount(blob_url=URL))
+def send_held(event_id: str) -> str:
+    return event_id
+
+
+@singleton("import-{account}", busy=Busy.wait(timeout=5), storage=Storage(namespace="imports"))
+def import_soon(account: str) -> int:
+    return len(account)
+
+
 @singleton("import-{account}")  # Busy.WAIT: runs, or raises
 def import_account(account: str) -> int:
     return len(account)
@@ -90,6 +112,10 @@ async def main(msg: func.QueueMessage) -> None:
     assert_type(take_order("o1", msg), Receipt | None)  # deferred: None
     assert_type(at_most_once("mon"), int | None)
     assert_type(page(1), int)
+    assert_type(page_now(1), int)
+    assert_type(charge_billing("o1"), Receipt)
+    assert_type(send_held("e1"), str | None)
+    assert_type(import_soon("acme"), int)
     assert_type(import_account("acme"), int)
     assert_type(await import_account_async("acme"), int)
     assert_type(report("mon"), int | None)

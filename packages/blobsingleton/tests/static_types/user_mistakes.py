@@ -38,6 +38,14 @@ def charge(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
+@once("charge-{order_id}", busy=Busy.defer())  # MISTAKE: a deferral names its queue
+def deferred(order_id: str, msg: func.QueueMessage) -> None: ...
+
+
+@once("charge-{order_id}", on_in_progress=Busy.SKIP)  # MISTAKE: the old parameter is busy=
+def old_spelling(order_id: str) -> None: ...
+
+
 @singleton("report-{day}", busy=Busy.SKIP)
 def report(day: str) -> int:
     return len(day)
