@@ -1,5 +1,5 @@
 """A delivery that finds its key in progress is held in its process, watching the record
-(`@once(hold_busy=...)`, `_record_watch`): released about when the run it waits for ends, or
+(`@once(busy=Busy.skip(hold=...))`, `_record_watch`): released about when the run it waits for ends, or
 taken over once a killed run's record expires. Real Azurite, real processes where it matters.
 """
 
