@@ -1,6 +1,6 @@
 """A delivery that finds its key in progress is held in its process, watching the record
-(`@once(busy=Busy.skip(hold=...))`, `_record_watch`): released about when the run it waits for ends, or
-taken over once a killed run's record expires. Real Azurite, real processes where it matters.
+(the busy policy's `hold`, `_record_watch`): released about when the run it waits for ends,
+or taken over once a killed run's record expires. Real Azurite, real processes where it matters.
 """
 
 from __future__ import annotations
