@@ -214,6 +214,10 @@ class BusyHandling:
         """`busy=` of `@decorator`, checked: a policy value or a callable, else a clear error."""
         if isinstance(busy, (Wait, Skip, Defer, Answer)):
             policy = busy
+            if isinstance(busy, Answer) and not callable(busy.fn):
+                raise TypeError(
+                    f"@{decorator}(busy=Busy.answer(fn)): fn must be callable, not {busy.fn!r}"
+                )
         elif callable(busy):
             policy = Answer(busy)
         else:

@@ -21,6 +21,7 @@ MISTAKES: list[tuple[str, Any, type[Exception], str]] = [
     ("singleton", Busy.DEFER, ValueError, r"@singleton\(busy=Busy\.DEFER\).*Busy\.defer\(queue="),
     ("once", "wait", TypeError, r"@once\(busy=\.\.\.\) takes Busy\.wait"),
     ("singleton", 3, TypeError, r"@singleton\(busy=\.\.\.\) takes Busy\.wait"),
+    ("once", Busy.answer(409), TypeError, r"@once\(busy=Busy\.answer\(fn\)\): fn must be callable"),  # type: ignore[arg-type]
     ("once", Busy.wait(timeout=-1), ValueError, r"Busy\.wait\(timeout=\.\.\.\).*at least 0"),
     ("once", Busy.skip(hold=-0.5), ValueError, r"Busy\.skip\(hold=\.\.\.\).*at least 0"),
     ("singleton", Busy.wait(hold=2), ValueError, r"@singleton\(busy=Busy\.wait\(hold=\.\.\.\)\)"),
