@@ -244,8 +244,8 @@ class Ours:
 
         @once(
             "ours-{key}",
-            store=BlobRecordStore(container),
-            on_in_progress=deferred,
+            storage=BlobRecordStore(container),
+            busy=deferred,
             in_progress_timeout=in_progress_timeout,
         )
         def guarded(key: str, work: Work) -> Any:

@@ -1,7 +1,7 @@
 """Contention: one key, 1 to 16 processes taking it in turn, each holding it 50 ms.
 
 "ours" is `BlobLease` polling (the default), "ours_fair" `BlobLease(fair=True)` (waiting in
-line, what `@singleton(on_busy=Busy.WAIT)` uses). Every process loops for `--seconds`: wait
+line, what `@singleton(busy=Busy.wait())` uses). Every process loops for `--seconds`: wait
 for the lock, hold it, release it. Reported per process count: acquisitions per second, the
 most and fewest acquisitions of any process (no starvation), p50/p99/max wait, requests per
 acquisition and per waiter-second (what waiting costs), and the handoff (from one release to

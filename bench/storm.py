@@ -4,7 +4,7 @@ Each instance is a process, warmed up as a running host is (`_warm_up`), reading
 (one subscription per instance), fetching messages as the host does (batches of 16, the next
 once in-flight falls to 8), guarding the "email" (a 20 ms sleep, recorded with its time) with
 one alternative. Busy deliveries are re-queued with a 5 s delay, as the host's deferral does
-(ours holds a busy delivery in its process first, `@once(hold_busy=...)`, so only one still busy
+(ours holds a busy delivery in its process first, the busy policy's `hold`, so only one still busy
 after the hold is re-queued). Reported per alternative: duplicates and missing emails,
 enqueue->email p50/p99, queue and blob requests per event (counted at each client's HTTP
 pipeline), deferrals per event, the instances' CPU per event (all their threads), wall time and

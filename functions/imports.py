@@ -69,8 +69,7 @@ def nightly_import(timer: func.TimerRequest) -> None:
     fan_out_night(timer)
 
 
-@once(NIGHTLY_KEY, schedule=SCHEDULE, in_progress_timeout=60, on_in_progress=Busy.WAIT,
-      wait_timeout=90)  # fmt: skip
+@once(NIGHTLY_KEY, schedule=SCHEDULE, in_progress_timeout=60, busy=Busy.wait(timeout=90))
 def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     """Enqueue one message per account, once per schedule occurrence; the summary is stored.
 
@@ -124,14 +123,15 @@ def import_account(msg: func.QueueMessage) -> None:
         log.info("import %s/%s: continuation queued", request.account, request.run_id)
 
 
-@singleton(REQUEST_LEASE_KEY, scope="app", on_busy=Busy.DEFER, queue=QUEUE)
-@once(RUN_KEY, under_lease=True, on_in_progress=Busy.DEFER, queue=QUEUE)
+@singleton(REQUEST_LEASE_KEY, scope="app", busy=Busy.defer(queue=QUEUE))
+@once(RUN_KEY, busy=Busy.defer(queue=QUEUE))
 def import_under_lease(request: ImportRequest, msg: func.QueueMessage) -> dict[str, Any]:
     """One run of one account, under its lease, at most one completed run per run id.
 
     The keys come from the validated `request`; a deferral re-enqueues `msg`, the trigger.
     The lease is the app's (`scope="app"`): the HTTP trigger takes the same one.
-    `under_lease`: whoever gets here holds the account's lease, so a run still in progress
+    Under the lease (`@once` knows it from the `@singleton` above): whoever gets here holds
+    the account's lease, so a run still in progress
     is one that lost it (crashed, or paused past its lease and fenced off by the token) and is
     taken over at once; a completed run is returned as it is.
     """
@@ -166,7 +166,7 @@ def run_import_now(req: func.HttpRequest) -> func.HttpResponse:
     return _queue_manual_run(req)
 
 
-@singleton(LEASE_KEY, scope="app", on_busy=_busy)
+@singleton(LEASE_KEY, scope="app", busy=_busy)
 def _queue_manual_run(req: func.HttpRequest) -> func.HttpResponse:
     """Queue the run while holding the account's lease for an instant.
 
@@ -226,7 +226,7 @@ def import_arrival(blob: func.InputStream) -> None:
     log.info("import arrival for %s: run %s", arrival.account, started.get("run_id"))
 
 
-@once(ARRIVAL_KEY, on_in_progress=Busy.WAIT, wait_timeout=30)
+@once(ARRIVAL_KEY, busy=Busy.wait(timeout=30))
 def start_arrival_run(account: str, version: str) -> dict[str, Any]:
     """Queue the run of one file version's arrival, once: a duplicate delivery gets this
     stored summary back. Should the enqueue fail, the record is freed and the host's retry

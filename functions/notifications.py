@@ -60,8 +60,7 @@ def _duplicate(result: dict[str, Any]) -> dict[str, Any]:
 @once(
     "email-{notification.event_id}",
     payload=payload,
-    on_in_progress=Busy.DEFER,
-    queue=QUEUE,
+    busy=Busy.defer(queue=QUEUE),
     in_progress_timeout=IN_PROGRESS_SECONDS,
     on_replay=_duplicate,
 )

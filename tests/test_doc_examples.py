@@ -274,7 +274,7 @@ QUEUE = os.environ.get("Q", "q")
 ```python
 from blobsingleton import Busy, once
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def send(event_id: str) -> str:
     return event_id
 ```
@@ -293,7 +293,7 @@ def test_it_sends() -> None:
 ```python
 from blobsingleton import once
 
-@once("email-{event_id}", store=FingerprintStore())
+@once("email-{event_id}", storage=FingerprintStore())
 def deliver(event_id: str) -> None: ...
 ```
 """

@@ -10,7 +10,7 @@ import os
 import time
 
 import azure.functions as func
-from blobsingleton import current_lease, singleton
+from blobsingleton import Busy, current_lease, singleton
 
 app = func.FunctionApp()
 
@@ -24,7 +24,7 @@ def record(event: str) -> None:
 
 
 @app.queue_trigger(arg_name="msg", queue_name="%HANDOFF_QUEUE%", connection="AzureWebJobsStorage")
-@singleton("handoff", wait_timeout=120)
+@singleton("handoff", busy=Busy.wait(timeout=120))
 def hold(msg: func.QueueMessage) -> None:
     current_lease().ensure_held()
     record("acquired")

@@ -42,7 +42,7 @@ def announce(completion: Completion, settings: JobSettings) -> Announcement | No
     None when another finalizer is announcing this job right now."""
     announce_once = once(
         "job-callback-{job_id}",
-        on_in_progress=Busy.SKIP,
+        busy=Busy.SKIP,
         in_progress_timeout=settings.announce_in_progress_timeout,
         retention=RETENTION,
         storage=storage.account(settings.connection),

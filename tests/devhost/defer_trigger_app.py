@@ -36,14 +36,12 @@ def take(msg: func.QueueMessage) -> None:
 
 if TAKES_MESSAGE:
 
-    @singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1,
-               scope="app")  # fmt: skip
+    @singleton("defer-{key}", busy=Busy.defer(queue="%DEFER_QUEUE%", after=1), scope="app")
     def work_with(key: str, msg: func.QueueMessage) -> None:
         record("work", key=key)
 
 else:
 
-    @singleton("defer-{key}", on_busy=Busy.DEFER, queue="%DEFER_QUEUE%", defer_seconds=1,
-               scope="app")  # fmt: skip
+    @singleton("defer-{key}", busy=Busy.defer(queue="%DEFER_QUEUE%", after=1), scope="app")
     def work(key: str) -> None:
         record("work", key=key)

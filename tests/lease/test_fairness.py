@@ -1,4 +1,4 @@
-"""Fair waiting (`BlobLease(fair=True)`, what `@singleton(on_busy=Busy.WAIT)` uses).
+"""Fair waiting (`BlobLease(fair=True)`, what `@singleton(busy=Busy.wait())` uses).
 
 Real processes contend for one key on Azurite, each releasing and asking again at once. With
 plain polling the releaser wins almost every time and others starve; in line, each waiter

@@ -58,11 +58,11 @@ def test_every_kind_of_event_is_one_record_with_its_dimensions(
     # Renewals come every third of the 15 s period: both leases below wait for theirs at once.
     flaky = FlakyLease("flaky").acquire()
 
-    @singleton("report-{region}", on_busy=Busy.SKIP, scope="app")
+    @singleton("report-{region}", busy=Busy.SKIP, scope="app")
     def skipping(region: str) -> None:
         raise AssertionError("must not run while busy")
 
-    @singleton("report-eu", on_busy=Busy.DEFER, queue=queue, scope="app")
+    @singleton("report-eu", busy=Busy.defer(queue=queue), scope="app")
     def deferring(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run while busy")
 

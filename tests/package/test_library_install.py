@@ -79,7 +79,7 @@ from blobsingleton.testing import memory_backends
 
 sent = []
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def notify(event_id: str) -> None:
     current_run().ensure_held()
     sent.append(event_id)

@@ -62,6 +62,6 @@ def singleton_observer(msg: func.QueueMessage, context: func.Context) -> None:
 
 
 @app.queue_trigger(arg_name="msg", queue_name="observed-defer", connection="AzureWebJobsStorage")
-@singleton("observed-defer", scope="app", on_busy=Busy.DEFER, queue="observed-defer")
+@singleton("observed-defer", scope="app", busy=Busy.defer(queue="observed-defer"))
 async def async_defer_observer(msg: func.QueueMessage) -> None:
     """Takes no `context`: the library cannot tag its threads, only emit from the task."""

@@ -3,7 +3,7 @@
     from blobsingleton import Busy, current_lease, once, singleton
 
     @bp.queue_trigger(arg_name="msg", queue_name="%IMPORT_QUEUE%", connection="AzureWebJobsStorage")
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+    @singleton("import-{account}", busy=Busy.defer(queue="%IMPORT_QUEUE%"))
     def import_account(msg: func.QueueMessage) -> None:
         lease = current_lease()          # fencing token, ensure_held() before side effects
 
@@ -21,8 +21,8 @@ that releases held leases is registered when the process first holds one.
 from __future__ import annotations
 
 from blobsingleton._blob_lease import BlobLease
-from blobsingleton._busy import Busy
-from blobsingleton._connection import StorageAccount
+from blobsingleton._busy import Busy, BusyPolicy
+from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
 from blobsingleton._semaphore import LeaseSemaphore
@@ -39,7 +39,8 @@ from blobsingleton.errors import (
 __version__ = "0.4.0"
 
 __all__ = [
-    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "LeaseLost", "LeaseSemaphore",
-    "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "StorageAccount", "__version__",
-    "current_lease", "current_run", "once", "singleton",
+    "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "BusyPolicy", "LeaseLost",
+    "LeaseSemaphore",
+    "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "Storage", "StorageAccount",
+    "__version__", "current_lease", "current_run", "once", "singleton",
 ]  # fmt: skip

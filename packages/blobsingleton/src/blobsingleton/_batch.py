@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._busy import Admission, Busy, BusyHandling, F, Guard, find_message
+from blobsingleton._busy import Admission, BusyHandling, F, Guard, find_message
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
 from blobsingleton._once_handler import OnceHandler
 from blobsingleton._record_blob import IN_BODY
@@ -349,9 +349,7 @@ class BatchSpec:
 
     def busy_policy_waits(self, entry: _Item) -> bool:
         """Whether `entry`'s second look waits for the key (WAIT; DEFER without a message)."""
-        return self.busy.policy == Busy.WAIT or (
-            self.busy.policy == Busy.DEFER and find_message(entry.arguments) is None
-        )
+        return self.busy.waits or (self.busy.defers and find_message(entry.arguments) is None)
 
 
 def _read_result(
@@ -501,7 +499,7 @@ async def _one_async(spec: BatchSpec, entry: _Item, args: tuple[Any, ...],
                 call.outcome = "busy"
                 busy.append(entry)
                 return
-            if _busy_now(admission) and spec.busy.policy == Busy.DEFER:  # a blocking send
+            if _busy_now(admission) and spec.busy.defers:  # a blocking send
                 admitted = await off_loop(in_thread(lambda: spec.admitted(entry, admission, call)))
             else:
                 admitted = spec.admitted(entry, admission, call)

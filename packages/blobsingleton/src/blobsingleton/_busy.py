@@ -11,8 +11,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, ParamSpec, Protocol, TypeVar, overload
+from datetime import timedelta
+from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _defaults, _keys
 from blobsingleton import _telemetry as telemetry
@@ -51,32 +51,6 @@ class MaybeSkipped(Protocol):
     ) -> Callable[P, Coroutine[Any, Any, R | None]]: ...
     @overload
     def __call__(self, fn: Callable[P, R], /) -> Callable[P, R | None]: ...
-
-
-class Busy(StrEnum):
-    """What a decorated call does when its key is busy (`@singleton(on_busy=...)`,
-    `@once(on_in_progress=...)`):
-
-    - `WAIT` (the default): wait up to `wait_timeout`, then raise (`LeaseTimeout` or
-      `AlreadyInProgress`) so the host retries the invocation;
-    - `SKIP`: log and return None at once; this delivery is complete;
-    - `DEFER`: re-enqueue a copy of the invocation's queue message on `queue=`, visible when
-      the key may be free, and return None (this delivery completes). Needs the function's
-      `func.QueueMessage` argument and the `[queue]` extra (`pip install blobsingleton[queue]`).
-
-    A callable instead of a policy is given the busy error and returns the result (an HTTP 409).
-    """
-
-    SKIP = "skip"
-    """Log and return None: this delivery is complete."""
-    WAIT = "wait"
-    """Wait up to `wait_timeout`, then raise so the host retries (the default)."""
-    DEFER = "defer"
-    """Re-enqueue a copy of the queue message with a delay and return None (`[queue]` extra)."""
-
-
-#: A policy, or a callable given the busy error that returns the result (e.g. an HTTP 409).
-BusyPolicy = Busy | Callable[[Exception], Any]
 
 
 @dataclass(frozen=True)
@@ -120,53 +94,211 @@ class Guard(ABC):
         yield
 
 
+#: How long a WAIT waits for a busy key by default (and a DEFER given no queue message).
+DEFAULT_WAIT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Wait:
+    """`Busy.wait(timeout, hold)`: wait for the key, then raise so the host retries."""
+
+    timeout: float = DEFAULT_WAIT_TIMEOUT
+    hold: float | None = None
+
+
+@dataclass(frozen=True)
+class Skip:
+    """`Busy.skip(hold)`: log and return None; this delivery is complete."""
+
+    hold: float | None = None
+
+
+@dataclass(frozen=True)
+class Defer:
+    """`Busy.defer(queue, after, hold, storage)`: re-enqueue a copy of the queue message."""
+
+    queue: str | None
+    after: float | None = None
+    hold: float | None = None
+    storage: StorageAccount | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """`Busy.answer(fn, hold)`: `fn(busy_error)` is the call's result (an HTTP 409)."""
+
+    fn: Callable[[Exception], Any]
+    hold: float | None = None
+
+
+#: What `busy=` takes: a policy value, or a callable given the busy error (`Busy.answer(fn)`).
+BusyPolicy = Wait | Skip | Defer | Answer | Callable[[Exception], Any]
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+class Busy:
+    """What a decorated call does when its key is busy: `@once(key, busy=...)`,
+    `@singleton(key, busy=...)`.
+
+    - `Busy.wait(timeout=60.0, hold=None)` (the default, also `Busy.WAIT`): wait up to `timeout`
+      seconds, then raise (`LeaseTimeout` or `AlreadyInProgress`) so the host retries;
+    - `Busy.skip(hold=None)` (also `Busy.SKIP`): log and return None at once; this delivery is
+      complete;
+    - `Busy.defer(queue="%QUEUE_SETTING%", after=None, hold=None, storage=None)`: re-enqueue a
+      copy of the invocation's queue message on `queue`, visible `after` seconds later
+      (default: when the key may be free), and return None (this delivery completes). Needs
+      the function's `func.QueueMessage` argument and the `[queue]` extra. The copy goes to
+      `storage`'s queue, else the account the decorator's records or locks live in, else
+      AzureWebJobsStorage. `Busy.DEFER` names no queue, so a decorator refuses it;
+    - `Busy.answer(fn, hold=None)`, or `fn` itself: `fn(busy_error)` is the call's result (an
+      HTTP 409).
+
+    `hold` (`@once` only): seconds a delivery that finds its key in progress watches the record
+    in its process before the policy applies (default 3 s, 0 under skip; under wait at most
+    `timeout`). `@singleton` has no hold and refuses one.
+    """
+
+    WAIT: ClassVar[Wait] = Wait()
+    """`Busy.wait()`: wait up to 60 s, then raise so the host retries (the default)."""
+    SKIP: ClassVar[Skip] = Skip()
+    """`Busy.skip()`: log and return None."""
+    DEFER: ClassVar[Defer] = Defer(queue=None)
+    """Refused by the decorators: a deferral needs its queue, `Busy.defer(queue=...)`."""
+
+    @staticmethod
+    def wait(timeout: float | timedelta = DEFAULT_WAIT_TIMEOUT,
+             hold: float | timedelta | None = None) -> Wait:  # fmt: skip
+        """Wait up to `timeout` s for the key, then raise so the host retries."""
+        return Wait(_seconds(timeout) or 0.0, _seconds(hold))
+
+    @staticmethod
+    def skip(hold: float | timedelta | None = None) -> Skip:
+        """Log and return None: this delivery is complete."""
+        return Skip(_seconds(hold))
+
+    @staticmethod
+    def defer(queue: str, after: float | timedelta | None = None,
+              hold: float | timedelta | None = None,
+              storage: StorageAccount | None = None) -> Defer:  # fmt: skip
+        """Re-enqueue a copy of the queue message on `queue` (`%SETTING%` resolved), visible in
+        `after` s (default: when the key may be free), and return None."""
+        return Defer(queue, _seconds(after), _seconds(hold), storage)
+
+    @staticmethod
+    def answer(fn: Callable[[Exception], Any], hold: float | timedelta | None = None) -> Answer:
+        """`fn(busy_error)` is the call's result (an HTTP 409 with Retry-After)."""
+        return Answer(fn, _seconds(hold))
+
+
+def _policy_name(policy: Wait | Skip | Defer | Answer) -> str:
+    return type(policy).__name__.lower()
+
+
 @dataclass(frozen=True)
 class BusyHandling:
-    """The busy policy of one decorated function, and where a DEFER re-enqueues."""
+    """The busy policy of one decorated function (checked when it is decorated), and the
+    account a deferral's copy goes to."""
 
-    policy: BusyPolicy
-    queue: str | None
-    defer_seconds: float | None  # None: the guard's own `retry_after`
-    storage: StorageAccount | None
+    policy: Wait | Skip | Defer | Answer
+    #: DEFER's account: the policy's, else where the decorator's records or locks live.
+    storage: StorageAccount | None = None
+    #: DEFER's delay when the policy gives none (None: the guard's own `retry_after`).
+    default_after: float | None = None
 
-    def __post_init__(self) -> None:
-        if self.policy == Busy.DEFER and not self.queue:
-            raise ValueError(
-                "on_busy=Busy.DEFER needs queue='%QUEUE_SETTING%' (where to re-enqueue)"
+    @classmethod
+    def of(cls, busy: object, decorator: str, *, storage: StorageAccount | None = None,
+           default_after: float | None = None) -> BusyHandling:  # fmt: skip
+        """`busy=` of `@decorator`, checked: a policy value or a callable, else a clear error."""
+        if isinstance(busy, (Wait, Skip, Defer, Answer)):
+            policy = busy
+            if isinstance(busy, Answer) and not callable(busy.fn):
+                raise TypeError(
+                    f"@{decorator}(busy=Busy.answer(fn)): fn must be callable, not {busy.fn!r}"
+                )
+        elif callable(busy):
+            policy = Answer(busy)
+        else:
+            raise TypeError(
+                f"@{decorator}(busy=...) takes Busy.wait(...), Busy.skip(), "
+                f"Busy.defer(queue=...) or a callable given the busy error, not {busy!r}"
             )
-        if not isinstance(self.policy, Busy) and not callable(self.policy):
-            raise TypeError(f"on_busy must be a Busy policy or a callable, not {self.policy!r}")
+        if isinstance(policy, Defer) and not policy.queue:
+            raise ValueError(
+                f"@{decorator}(busy=Busy.DEFER) needs its queue: "
+                "busy=Busy.defer(queue='%QUEUE_SETTING%') (where to re-enqueue)"
+            )
+        for name in ("timeout", "hold", "after"):
+            value = getattr(policy, name, None)
+            if value is not None and not value >= 0:
+                raise ValueError(
+                    f"@{decorator}(busy=Busy.{_policy_name(policy)}({name}=...)) must be at "
+                    f"least 0 seconds, not {value!r}"
+                )
+        if decorator == "singleton" and policy.hold is not None:
+            raise ValueError(
+                f"@singleton(busy=Busy.{_policy_name(policy)}(hold=...)): a lease has no hold "
+                "(a waiter is handed the lease when it is released); leave hold out"
+            )
+        account = policy.storage if isinstance(policy, Defer) else None
+        return cls(policy, account or storage, default_after)
+
+    @property
+    def waits(self) -> bool:
+        """WAIT: the guard waits for the key itself."""
+        return isinstance(self.policy, Wait)
+
+    @property
+    def defers(self) -> bool:
+        return isinstance(self.policy, Defer)
+
+    @property
+    def wait_timeout(self) -> float:
+        """How long a WAIT (or a DEFER given no queue message) waits for the key."""
+        return self.policy.timeout if isinstance(self.policy, Wait) else DEFAULT_WAIT_TIMEOUT
+
+    def hold(self, default: float) -> float:
+        """Seconds a `@once` delivery finding its key in progress watches first: the policy's,
+        else 0 under skip and `default` otherwise; under wait at most its timeout."""
+        hold = self.policy.hold
+        if hold is None:
+            hold = 0.0 if isinstance(self.policy, Skip) else default
+        return min(hold, self.wait_timeout) if self.waits else hold
 
     def outcome(self, admission: Admission) -> str:
         """The telemetry outcome of an invocation not admitted to run."""
         if admission.busy is None:
             return admission.outcome
-        return {"skip": "skipped", "defer": "deferred"}.get(str(self.policy), "busy")
+        return {Skip: "skipped", Defer: "deferred"}.get(type(self.policy), "busy")
 
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
         error = admission.busy
         assert error is not None, "a busy policy applied to an admission that is not busy"
-        if self.policy == Busy.WAIT:
+        policy = self.policy
+        if isinstance(policy, Wait):
             raise error
-        if self.policy == Busy.SKIP:
+        if isinstance(policy, Skip):
             log.info("%s skipped: %s", name, error)
             telemetry.emit(
                 "busy_skip", key=getattr(error, "key", None), function=name,
                 duration_s=getattr(error, "waited", None),
             )  # fmt: skip
             return None
-        if self.policy == Busy.DEFER:
+        if isinstance(policy, Defer):
             message = find_message(arguments)
             assert message is not None, "DEFER applied without its message (see `guarded`)"
-            delay = self.defer_seconds if self.defer_seconds is not None else admission.retry_after
-            self._defer(message, delay, reason=str(error))
+            delay = policy.after if policy.after is not None else self.default_after
+            delay = delay if delay is not None else admission.retry_after
+            self._defer(policy.queue or "", message, delay, reason=str(error))
             return None
-        return self.policy(error)
+        return policy.fn(error)
 
-    def _defer(self, message: QueueMessageLike, delay: float, reason: str) -> None:
+    def _defer(self, queue: str, message: QueueMessageLike, delay: float, reason: str) -> None:
         """Enqueue a copy of `message` on the queue (`%SETTING%` resolved), visible in `delay` s."""
-        name = resolve_placeholders(self.queue or "")
+        name = resolve_placeholders(queue)
         seconds = max(1, min(MAX_DELAY, round(delay)))
         copy_id = _defaults.send_message(self.storage, name, message.get_body(), seconds)
         log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
@@ -215,23 +347,23 @@ def guarded(
     none as one), naming what fits the trigger they name; a call given another trigger's
     argument raises before anything is claimed; a call with no trigger argument waits as WAIT
     does."""
-    if busy.policy == Busy.DEFER and not may_take_message(fn):
+    if busy.defers and not may_take_message(fn):
         raise TypeError(unfit_defer(fn.__qualname__, annotated_trigger(fn)))
-    if busy.policy == Busy.DEFER:
+    if busy.defers:
         require_sdk(fn.__qualname__)
     signature = inspect.signature(fn)
-    wait = busy.policy == Busy.WAIT
+    wait = busy.waits
 
     def admitted(call: Invocation, guard: Guard, admission: Admission, arguments: Any) -> bool:
         """Whether to wait instead: a DEFER that found no queue message among the arguments."""
         call.waited(**guard.describe())
         call.outcome = "ran" if admission.run else busy.outcome(admission)
-        if admission.busy is None or busy.policy != Busy.DEFER:
+        if admission.busy is None or not busy.defers:
             return False
         if find_message(arguments) is not None:
             return False
         log.warning(
-            "%s: Busy.DEFER found no queue message among its arguments: waiting for the key "
+            "%s: Busy.defer found no queue message among its arguments: waiting for the key "
             "instead", fn.__qualname__,
         )  # fmt: skip
         return True
@@ -260,7 +392,7 @@ def guarded(
                 if admitted(call, guard, admission, arguments):
                     admission = waited_instead(call, await guard.enter_async(True))
                 if not admission.run:
-                    if admission.busy is not None and busy.policy == Busy.DEFER:
+                    if admission.busy is not None and busy.defers:
                         return await off_loop(in_thread(lambda: not_run(admission, arguments)))
                     return not_run(admission, arguments)
                 try:
@@ -307,33 +439,33 @@ POLICIES_ATTRIBUTE = "__blobsingleton_busy__"
 #: What fits each trigger when its key is busy, and what the host does after a raise.
 FITS: dict[str, str] = {
     "serviceBusTrigger": (
-        "Busy.WAIT (after wait_timeout it raises: the host abandons the message and Service "
+        "Busy.wait() (after its timeout it raises: the host abandons the message and Service "
         "Bus redelivers it, up to the queue's max delivery count, then dead-letters it), "
-        "Busy.SKIP (the message completes: right when what is busy is a duplicate of it) or a "
+        "Busy.skip() (the message completes: right when what is busy is a duplicate of it) or a "
         "callable"
     ),
     "eventHubTrigger": (
-        "Busy.WAIT with a retry policy on the function (a raise is not redelivered: the host "
-        "checkpoints past the event), Busy.SKIP or a callable"
+        "Busy.wait() with a retry policy on the function (a raise is not redelivered: the host "
+        "checkpoints past the event), Busy.skip() or a callable"
     ),
     "eventGridTrigger": (
-        "Busy.WAIT (a raise fails the delivery: Event Grid retries it with backoff for up to "
-        "24 hours), Busy.SKIP or a callable"
+        "Busy.wait() (a raise fails the delivery: Event Grid retries it with backoff for up to "
+        "24 hours), Busy.skip() or a callable"
     ),
     "cosmosDBTrigger": (
-        "Busy.WAIT with a retry policy on the function (a raise is not redelivered: the lease "
-        "checkpoints past the batch), Busy.SKIP or a callable"
+        "Busy.wait() with a retry policy on the function (a raise is not redelivered: the lease "
+        "checkpoints past the batch), Busy.skip() or a callable"
     ),
     "blobTrigger": (
-        "Busy.WAIT (a raise is retried by the blob extension, 5 tries by default, then the "
-        "blob goes to the webjobs-blobtrigger-poison queue), Busy.SKIP or a callable"
+        "Busy.wait() (a raise is retried by the blob extension, 5 tries by default, then the "
+        "blob goes to the webjobs-blobtrigger-poison queue), Busy.skip() or a callable"
     ),
     "httpTrigger": (
-        "a callable that returns an HTTP 409 or 429 with Retry-After, Busy.WAIT (a raise is "
-        "an HTTP 500) or Busy.SKIP"
+        "a callable that returns an HTTP 409 or 429 with Retry-After, Busy.wait() (a raise is "
+        "an HTTP 500) or Busy.skip()"
     ),
     "timerTrigger": (
-        "Busy.SKIP (another instance runs this occurrence), Busy.WAIT (a raise fails this "
+        "Busy.skip() (another instance runs this occurrence), Busy.wait() (a raise fails this "
         "occurrence; a retry policy reruns it) or a callable"
     ),
 }
@@ -358,16 +490,16 @@ def annotated_trigger(fn: Callable[..., Any]) -> str | None:
 
 
 def unfit_defer(function: str, trigger: str | None) -> str:
-    """Why Busy.DEFER cannot guard `function` triggered by `trigger`, and what fits instead."""
+    """Why Busy.defer cannot guard `function` triggered by `trigger`, and what fits instead."""
     if trigger is None or trigger not in FITS:
         return (
-            f"{function}: Busy.DEFER re-enqueues the invocation's Storage queue message; pass "
-            "the func.QueueMessage to the function it guards, or choose Busy.WAIT, Busy.SKIP "
-            "or a callable"
+            f"{function}: Busy.defer(queue=...) re-enqueues the invocation's Storage queue "
+            "message; pass the func.QueueMessage to the function it guards, or choose "
+            "Busy.wait(), Busy.skip() or a callable"
         )
     return (
-        f"{function}: Busy.DEFER re-enqueues a Storage queue message, and a {trigger} function "
-        f"has none to re-enqueue; for a {trigger} use {FITS[trigger]}"
+        f"{function}: Busy.defer(queue=...) re-enqueues a Storage queue message, and a "
+        f"{trigger} function has none to re-enqueue; for a {trigger} use {FITS[trigger]}"
     )
 
 
@@ -376,7 +508,7 @@ def refuse_unfit_arguments(
 ) -> None:
     """At the call: DEFER given a trigger argument that is not a queue message (a function
     whose parameters did not say so) raises before anything is claimed."""
-    if busy.policy != Busy.DEFER:
+    if not busy.defers:
         return
     values = [*args, *kwargs.values()]
     if any(_keys.trigger_of(v) is _keys.QUEUE for v in values):
@@ -391,7 +523,7 @@ def refuse_unfit_arguments(
 def _policies(
     wrapper: Callable[..., Any], fn: Callable[..., Any], busy: BusyHandling
 ) -> Callable[..., Any]:
-    inner: tuple[BusyPolicy, ...] = getattr(fn, POLICIES_ATTRIBUTE, ())
+    inner: tuple[Wait | Skip | Defer | Answer, ...] = getattr(fn, POLICIES_ATTRIBUTE, ())
     setattr(wrapper, POLICIES_ATTRIBUTE, (*inner, busy.policy))
     return wrapper
 
@@ -400,8 +532,8 @@ def check_busy_policy(function: Callable[..., Any], trigger: str, name: str | No
     """Refuse (`TypeError`, naming what fits) a guarded `function` whose busy policy cannot
     work on the trigger its binding names (`trigger`: the binding type, "serviceBusTrigger").
     What a host calls when it indexes the app (devhost does); an unguarded function passes."""
-    policies: tuple[BusyPolicy, ...] = getattr(function, POLICIES_ATTRIBUTE, ())
-    if Busy.DEFER in policies and trigger != "queueTrigger":
+    policies: tuple[Wait | Skip | Defer | Answer, ...] = getattr(function, POLICIES_ATTRIBUTE, ())
+    if any(isinstance(p, Defer) for p in policies) and trigger != "queueTrigger":
         raise TypeError(unfit_defer(name or function.__qualname__, trigger))
 
 

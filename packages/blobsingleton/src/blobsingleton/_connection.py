@@ -19,7 +19,7 @@ from blobsingleton._settings import setting
 from blobsingleton.errors import CredentialsRefused, InvalidConnectionString, SettingMissing
 
 if TYPE_CHECKING:
-    from azure.storage.blob import BlobServiceClient
+    from azure.storage.blob import BlobServiceClient, ContainerClient
 
 #: What a client built here retries a failed request with, unless its options say otherwise:
 #: 3 more attempts about a second apart (at most 4.5 s of waiting), well within a third of the
@@ -110,6 +110,27 @@ class StorageAccount:
 #: Each service URL a client was built for here -> (its app setting, its account), so that a
 #: refusal names them.
 _owners: dict[str, tuple[str, str]] = {}
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where a decorator's records (`@once`) or locks (`@singleton`) live, as one value:
+    `@once(key, storage=Storage(account, namespace="billing"))`. Blobs of `account` (default:
+    AzureWebJobsStorage) under `namespace` (default: app setting BLOBSINGLETON_NAMESPACE, else
+    the host id). `container`: `@singleton`'s locks in this container instead of the account's
+    `locks` (`@once` refuses it: give a `BlobRecordStore` of that container as `storage=`).
+    A deferral's copy goes to `account`'s queue unless `Busy.defer(storage=...)` names another."""
+
+    account: StorageAccount | None = None
+    namespace: str | None = None
+    container: ContainerClient | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.account is not None and self.container is not None:
+            raise ValueError(
+                "Storage(account=..., container=...): the container's own account holds the "
+                "locks; give one of them (a deferral's queue: Busy.defer(storage=...))"
+            )
 
 
 def _account_of(client: Any) -> str:

@@ -15,15 +15,17 @@ from blobsingleton import _batch, _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
+    Answer,
     Busy,
     BusyHandling,
     BusyPolicy,
     F,
     Guard,
+    Wait,
     guarded,
     unguarded,
 )
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._keys import Scope, function_scope, resolve_key
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
@@ -125,103 +127,93 @@ class _RecordGuard(Guard):
             raise refused
 
 
-# The return type follows the policies: under WAIT (or a callable's answer) and at-least-once,
-# a call returns what the function returns or raises; SKIP, DEFER (a re-enqueued copy) and an
+#: Where `@once` keeps its records: blobs of an account (`StorageAccount`, or a `Storage` with
+#: its namespace; None: AzureWebJobsStorage), or any `RecordStore`.
+Records = StorageAccount | Storage | RecordStore | None
+
+
+# The return type follows the policies: under wait (or a callable's answer) and at-least-once,
+# a call returns what the function returns or raises; skip, defer (a re-enqueued copy) and an
 # at-most-once key whose run crashed return None.
 @overload
 def once(
-    key: str, *, scope: Scope = ..., mode: Literal[Mode.AT_LEAST_ONCE] = ...,
+    key: str, *, scope: Scope | None = ..., mode: Literal[Mode.AT_LEAST_ONCE] = ...,
     retention: float | timedelta = ..., in_progress_timeout: float | timedelta = ...,
     payload: Callable[..., Any] | None = ..., result: ResultCodec | None = ...,
     on_replay: Callable[[Any], Any] | None = ...,
-    on_in_progress: Literal[Busy.WAIT] | Callable[[Exception], Any] = ...,
-    wait_timeout: float = ..., queue: str | None = ..., defer_seconds: float | None = ...,
-    schedule: str | None = ..., store: RecordStore | None = ...,
-    storage: StorageAccount | None = ..., namespace: str | None = ..., under_lease: bool = ...,
-    hold_busy: float | None = ..., run_without_key: bool = ...,
+    busy: Wait | Answer | Callable[[Exception], Any] = ..., schedule: str | None = ...,
+    storage: Records = ..., run_without_key: bool = ...,
 ) -> _batch.OnceDecorator: ...  # fmt: skip
 @overload
 def once(
-    key: str, *, scope: Scope = ..., mode: Mode = ..., retention: float | timedelta = ...,
+    key: str, *, scope: Scope | None = ..., mode: Mode = ..., retention: float | timedelta = ...,
     in_progress_timeout: float | timedelta = ..., payload: Callable[..., Any] | None = ...,
     result: ResultCodec | None = ..., on_replay: Callable[[Any], Any] | None = ...,
-    on_in_progress: BusyPolicy = ..., wait_timeout: float = ..., queue: str | None = ...,
-    defer_seconds: float | None = ..., schedule: str | None = ...,
-    store: RecordStore | None = ..., storage: StorageAccount | None = ...,
-    namespace: str | None = ..., under_lease: bool = ..., hold_busy: float | None = ...,
+    busy: BusyPolicy = ..., schedule: str | None = ..., storage: Records = ...,
     run_without_key: bool = ...,
 ) -> _batch.MaybeSkippedOnce: ...  # fmt: skip
 def once(
     key: str,
     *,
-    scope: Scope = "function",
+    scope: Scope | None = None,
     mode: Mode = Mode.AT_LEAST_ONCE,
     retention: float | timedelta = timedelta(days=7),
     in_progress_timeout: float | timedelta = DEFAULT_IN_PROGRESS_TIMEOUT,
     payload: Callable[..., Any] | None = None,
     result: ResultCodec | None = None,
     on_replay: Callable[[Any], Any] | None = None,
-    on_in_progress: BusyPolicy = Busy.WAIT,
-    wait_timeout: float = 60.0,
-    queue: str | None = None,
-    defer_seconds: float | None = None,
+    busy: BusyPolicy = Busy.WAIT,
     schedule: str | None = None,
-    store: RecordStore | None = None,
-    storage: StorageAccount | None = None,
-    namespace: str | None = None,
-    under_lease: bool = False,
-    hold_busy: float | None = None,
+    storage: Records = None,
     run_without_key: bool = False,
 ) -> _batch.OnceDecorator | _batch.MaybeSkippedOnce:
     """Run the decorated function's work once per resolved `key` while its record lives: a
     completed key returns a fresh copy of the first call's result without running; a failed
     run frees the key.
 
-    `scope`: the function's own records ("function": two functions with one key template never
-    share one) or the app's ("app"). `mode`: after a crash mid-run, AT_LEAST_ONCE reruns once
-    the in-progress record expires (the work may run twice), AT_MOST_ONCE never does (it may
-    stay undone). `in_progress_timeout` (15 s): a running call's heartbeat keeps its record
-    alive, so this bounds how long a *crashed* call holds the key, not how long work may take.
-    `retention` (7 days): how long a completed key is remembered. `payload(*args, **kwargs)`:
-    what a duplicate must match, else `PayloadMismatch` (naming a mapping's differing fields).
-    `result`: an `encode`/`decode` codec for results the default cannot store (see
-    `blobsingleton.results`); an unstorable result raises `ResultNotStorable` at the first
-    call, after its work ran. `on_replay(result)`: given a duplicate's copy, returns what the
-    duplicate returns (each replay is also an `event=replay` record).
-    `on_in_progress`: WAIT (up to `wait_timeout` s, then `AlreadyInProgress`), SKIP, DEFER
-    (re-enqueue on `queue`, visible when the record could next change or after
-    `defer_seconds`), or a callable. `hold_busy`: seconds a delivery that finds its key in
-    progress watches the record in its process before that applies (3 s; 0 for SKIP).
+    `scope`: the function's own records ("function", the default: two functions with one key
+    template never share one) or the app's ("app"). `mode`: after a crash mid-run,
+    AT_LEAST_ONCE reruns once the in-progress record expires (the work may run twice),
+    AT_MOST_ONCE never does (it may stay undone). `in_progress_timeout` (15 s): a running
+    call's heartbeat keeps its record alive, so this bounds how long a *crashed* call holds the
+    key, not how long work may take. `retention` (7 days): how long a completed key is
+    remembered. `payload(*args, **kwargs)`: what a duplicate must match, else `PayloadMismatch`
+    (naming a mapping's differing fields). `result`: an `encode`/`decode` codec for results the
+    default cannot store (see `blobsingleton.results`); an unstorable result raises
+    `ResultNotStorable` at the first call, after its work ran. `on_replay(result)`: given a
+    duplicate's copy, returns what the duplicate returns (each replay is also an `event=replay`
+    record). `busy`: what a copy does while the key runs elsewhere, `Busy.wait(timeout=60,
+    hold=3)` (then `AlreadyInProgress`), `Busy.skip()`, `Busy.defer(queue=...)` or a callable
+    (`Busy`); each first holds `hold` s in its process, watching the record (3 s; 0 for skip).
     `run_without_key=True`: a key the invocation lacks (a missing or empty field) runs the
     function unguarded, with a warning, instead of raising `KeyTemplateError`. `schedule`: a
-    timer's schedule, for `{occurrence}` keys. `store`: any `RecordStore`; else records are
-    blobs of `storage` (default: AzureWebJobsStorage, `runonce`) in `namespace` (default: app
-    setting BLOBSINGLETON_NAMESPACE, else the host id). `under_lease=True`: the function runs
-    in a `@singleton` whose lease covers this key, so a record in progress is a lost run's and
-    is taken over at once (no heartbeat, no timeout to wait out). Async functions never block
-    the loop; cancelled, they free (or never claim) the key.
+    timer's schedule, for `{occurrence}` keys. `storage`: where the records live, blobs of a
+    `StorageAccount` or of a `Storage(account, namespace)` (default: AzureWebJobsStorage,
+    `runonce`, namespace BLOBSINGLETON_NAMESPACE else the host id), or any `RecordStore` (which
+    keeps the keys it is given: no `scope`). Run inside a `@singleton` whose lease covers the
+    key, a record in progress is a lost run's and is taken over at once. Async functions never
+    block the loop; cancelled, they free (or never claim) the key. Mistakes (an unknown busy
+    policy, `Busy.DEFER` without its queue, `scope` with a `RecordStore`) raise when decorated.
 
-    Typed as it behaves: under WAIT or a callable, at least once, a call returns what the
-    function returns (or raises); with SKIP, DEFER or AT_MOST_ONCE it may return None.
+    Typed as it behaves: under wait or a callable, at least once, a call returns what the
+    function returns (or raises); with skip, defer or AT_MOST_ONCE it may return None.
 
     The decorated function gets `each(items, *args, **kwargs)` (`each_async` when async): its
     work once per item of a batch (a trigger with cardinality="many"), each item passed first
     (README, "Batches")."""
-    if scope not in ("function", "app"):
-        raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
-    if hold_busy is None:
-        hold_busy = 0.0 if on_in_progress == Busy.SKIP else DEFAULT_HOLD_BUSY
-    if hold_busy < 0:
-        raise ValueError(f"hold_busy must be at least 0 seconds, not {hold_busy!r}")
-    hold_s = min(hold_busy, wait_timeout) if on_in_progress == Busy.WAIT else hold_busy
-    in_progress_s = 0.0 if under_lease else _seconds(in_progress_timeout)  # the lease is liveness
+    if scope not in (None, "function", "app"):
+        raise ValueError(f"@once(scope=...) must be 'function' or 'app', not {scope!r}")
+    store, account, namespace = _records_at(storage, scope)
+    handling = BusyHandling.of(busy, "once", storage=account)
+    hold_s = handling.hold(DEFAULT_HOLD_BUSY)
+    wait_timeout = handling.wait_timeout
+    in_progress_s = _seconds(in_progress_timeout)
     retention_s = _seconds(retention)
-    busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
         results = Results(fn.__qualname__, result)
-        scope_id = function_scope(fn) if scope == "function" else None
+        scope_id = None if scope == "app" else function_scope(fn)
 
         def make_guard(*args: Any, **kwargs: Any) -> Guard:
             try:
@@ -236,21 +228,53 @@ def once(
                 return unguarded
             handler = OnceHandler(
                 store
-                or _defaults.record_store(storage=storage, namespace=namespace, scope=scope_id),
+                or _defaults.record_store(storage=account, namespace=namespace, scope=scope_id),
                 resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
-                in_progress_timeout=in_progress_s,
+                # Under a `@singleton`'s lease the lease is liveness (a bridge until the
+                # handler infers it itself: the engine branch).
+                in_progress_timeout=0.0 if held() else in_progress_s,
                 retention=retention_s,
-                under_lease=under_lease,
+                under_lease=bool(held()),
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
-        wrapper = guarded(fn, make_guard, busy, ("once", key))
+        wrapper = guarded(fn, make_guard, handling, ("once", key))
         spec = _batch.BatchSpec(
-            fn, make_guard, busy, ("once", key), lambda *a, **k: signature.bind(*a, **k).arguments,
-            hold=hold_s, wait_timeout=wait_timeout,
+            fn, make_guard, handling, ("once", key),
+            lambda *a, **k: signature.bind(*a, **k).arguments, hold=hold_s,
+            wait_timeout=wait_timeout,
         )  # fmt: skip
         return _batch.with_each(wrapper, spec)
 
     return decorate  # type: ignore[return-value]  # OnceDecorator: guarded's, with `each`
+
+
+def _records_at(
+    storage: Records, scope: Scope | None
+) -> tuple[RecordStore | None, StorageAccount | None, str | None]:
+    """`storage=` of `@once`: a store given, or the account and namespace of the blobs (each a
+    default when None); what cannot apply is refused."""
+    if isinstance(storage, Storage):
+        if storage.container is not None:
+            raise ValueError(
+                "@once(storage=Storage(container=...)): records live in the account's runonce "
+                "container (RUNONCE_CONTAINER); for another container pass "
+                "storage=BlobRecordStore(container, namespace=...)"
+            )
+        return None, storage.account, storage.namespace
+    if storage is None or isinstance(storage, StorageAccount):
+        return None, storage, None
+    if not isinstance(storage, RecordStore):
+        raise TypeError(
+            "@once(storage=...) takes a StorageAccount, a Storage(account, namespace) or a "
+            f"RecordStore, not {storage!r}"
+        )
+    if scope is not None:
+        raise ValueError(
+            f"@once(scope={scope!r}, storage=<a RecordStore>): a store of your own keeps the keys "
+            "it is given; scope names blobs of a storage account. Leave scope out (give two "
+            "functions that must not share keys a store each)"
+        )
+    return storage, None, None

@@ -9,12 +9,13 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, overload
 
 from blobsingleton import _defaults
 from blobsingleton._busy import (
     RUN,
     Admission,
+    Answer,
     Busy,
     BusyHandling,
     BusyPolicy,
@@ -22,17 +23,15 @@ from blobsingleton._busy import (
     Guard,
     Guarded,
     MaybeSkipped,
+    Wait,
     guarded,
 )
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._invocation import current_invocation_id, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
 from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
-
-if TYPE_CHECKING:
-    from azure.storage.blob import ContainerClient
 
 log = logging.getLogger("blobsingleton")
 
@@ -141,64 +140,66 @@ class _LeaseGuard(Guard):
             self._release_held()
 
 
+#: Where `@singleton` keeps its locks: blobs of an account (`StorageAccount`, or a `Storage`
+#: with its namespace or container; None: AzureWebJobsStorage).
+Locks = StorageAccount | Storage | None
+
+
 @overload
 def singleton(
     key: str | Sequence[str], /, *, scope: Scope = ...,
-    on_busy: Literal[Busy.WAIT] | Callable[[Exception], Any] = ..., wait_timeout: float = ...,
-    period: float = ..., queue: str | None = ..., defer_seconds: float | None = ...,
-    schedule: str | None = ..., container: ContainerClient | None = ...,
-    storage: StorageAccount | None = ..., fair: bool | None = ..., namespace: str | None = ...,
-    limit: int = ...,
+    busy: Wait | Answer | Callable[[Exception], Any] = ..., period: float = ...,
+    schedule: str | None = ..., storage: Locks = ..., fair: bool | None = ..., limit: int = ...,
 ) -> Guarded: ...  # fmt: skip
 @overload
 def singleton(
-    key: str | Sequence[str], /, *, scope: Scope = ..., on_busy: BusyPolicy,
-    wait_timeout: float = ..., period: float = ..., queue: str | None = ...,
-    defer_seconds: float | None = ..., schedule: str | None = ...,
-    container: ContainerClient | None = ..., storage: StorageAccount | None = ...,
-    fair: bool | None = ..., namespace: str | None = ..., limit: int = ...,
+    key: str | Sequence[str], /, *, scope: Scope = ..., busy: BusyPolicy, period: float = ...,
+    schedule: str | None = ..., storage: Locks = ..., fair: bool | None = ..., limit: int = ...,
 ) -> MaybeSkipped: ...  # fmt: skip
 def singleton(
     key: str | Sequence[str],
     /,
     *,
     scope: Scope = "function",
-    on_busy: BusyPolicy = Busy.WAIT,
-    wait_timeout: float = 60.0,
+    busy: BusyPolicy = Busy.WAIT,
     period: float = DEFAULT_PERIOD,
-    queue: str | None = None,
-    defer_seconds: float | None = None,
     schedule: str | None = None,
-    container: ContainerClient | None = None,
-    storage: StorageAccount | None = None,
+    storage: Locks = None,
     fair: bool | None = None,
-    namespace: str | None = None,
     limit: int = 1,
 ) -> Guarded | MaybeSkipped:
     """Run the function only while holding the lease of `key`, a key template, or of several
     (taken in blob-name order, so functions sharing keys never wait on each other in a cycle).
 
     `scope`: the function's own lease ("function") or the app's ("app": shared by functions
-    naming the key, as WebJobs' `SingletonScope.Host`). `on_busy`: `Busy.WAIT` (up to
-    `wait_timeout` s, then `LeaseTimeout` so the host retries), `Busy.SKIP`, `Busy.DEFER`
-    (re-enqueue on `queue` after `defer_seconds`, default one `period`), or a callable
-    returning the result instead (e.g. a 409). `period`: the lease's length, 15-60 s. `fair`
-    (default: True under WAIT): waiters get the key in arrival order (an instance a few turns
-    in a row at most), for one more request per invocation. `schedule`: a timer's schedule,
-    for `{occurrence}` keys. `container` or `storage`: where the locks live (default:
-    AzureWebJobsStorage, `locks`). `namespace`: whose keys (default: app setting
-    BLOBSINGLETON_NAMESPACE, else the host id). `limit`: up to this many invocations hold a
-    key at once (a `LeaseSemaphore`: a slot each, with its own fencing token). A lease lost
-    mid-run is logged and raised as `LeaseLost` after the function returns. Async functions
-    never block the loop; cancelled, they release (or never take) the lease."""
+    naming the key, as WebJobs' `SingletonScope.Host`). `busy`: `Busy.wait(timeout=60)` (then
+    `LeaseTimeout` so the host retries), `Busy.skip()`, `Busy.defer(queue=..., after=...)`
+    (re-enqueue, by default one `period` later), or a callable returning the result instead
+    (e.g. a 409); `Busy`. `period`: the lease's length, 15-60 s. `fair` (default: True under
+    wait): waiters get the key in arrival order (an instance a few turns in a row at most), for
+    one more request per invocation. `schedule`: a timer's schedule, for `{occurrence}` keys.
+    `storage`: where the locks live, blobs of a `StorageAccount` or of a `Storage(account,
+    namespace)` or `Storage(container=..., namespace=...)` (default: AzureWebJobsStorage,
+    `locks`, namespace BLOBSINGLETON_NAMESPACE else the host id). `limit`: up to this many
+    invocations hold a key at once (a `LeaseSemaphore`: a slot each, with its own fencing
+    token). A lease lost mid-run is logged and raised as `LeaseLost` after the function
+    returns. Async functions never block the loop; cancelled, they release (or never take) the
+    lease. Mistakes (an unknown busy policy, `Busy.DEFER` without its queue, a hold) raise
+    when decorated."""
     if scope not in ("function", "app"):
-        raise ValueError(f"scope must be 'function' or 'app', not {scope!r}")
+        raise ValueError(f"@singleton(scope=...) must be 'function' or 'app', not {scope!r}")
     templates = [key] if isinstance(key, str) else list(key)
     if not templates:
         raise ValueError("@singleton needs a key")
-    delay = defer_seconds if defer_seconds is not None else period
-    busy = BusyHandling(on_busy, queue, delay, storage)
-    in_line = on_busy == Busy.WAIT if fair is None else fair
+    if storage is not None and not isinstance(storage, (Storage, StorageAccount)):
+        raise TypeError(
+            "@singleton(storage=...) takes a StorageAccount or a Storage(account, namespace), "
+            f"not {storage!r}"
+        )
+    place = storage if isinstance(storage, Storage) else Storage(account=storage)
+    handling = BusyHandling.of(busy, "singleton", storage=place.account, default_after=period)
+    wait_timeout = handling.wait_timeout
+    in_line = handling.waits if fair is None else fair
     check_limit(limit)
 
     def decorate(fn: F) -> F:
@@ -209,7 +210,10 @@ def singleton(
             )
         signature = inspect.signature(fn)
         scope_id = function_scope(fn) if scope == "function" else None
-        where = dict(container=container, storage=storage, namespace=namespace, scope=scope_id)
+        where = dict(
+            container=place.container, storage=place.account, namespace=place.namespace,
+            scope=scope_id,
+        )  # fmt: skip
 
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
@@ -222,7 +226,7 @@ def singleton(
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)
 
-        wrapper = guarded(fn, make_guard, busy, ("singleton", ",".join(templates)))
+        wrapper = guarded(fn, make_guard, handling, ("singleton", ",".join(templates)))
         setattr(wrapper, MARK, True)
         return wrapper
 

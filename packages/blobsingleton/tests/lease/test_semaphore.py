@@ -131,7 +131,7 @@ def test_singleton_limit_runs_up_to_n_invocations_of_one_key(storage_env: str) -
     inside = threading.Barrier(3, timeout=30)
     slots: list[int | None] = []
 
-    @singleton("partner-{partner}", limit=3, on_busy=Busy.SKIP)
+    @singleton("partner-{partner}", limit=3, busy=Busy.SKIP)
     def call_partner(partner: str) -> str:
         lease = current_lease()
         assert isinstance(lease, LeaseSemaphore)

@@ -10,7 +10,7 @@ from blobsingleton import Busy, once
 def main() -> None:
     out, count = sys.argv[1], int(sys.argv[2])
 
-    @once("race-{key}", on_in_progress=Busy.SKIP)
+    @once("race-{key}", busy=Busy.SKIP)
     def work(key: str) -> None:
         with open(out, "a") as f:
             f.write(f"{key}\n")

@@ -18,7 +18,7 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from blobsingleton import Busy, once
+from blobsingleton import Busy, BusyPolicy, once
 from blobsingleton.errors import AlreadyInProgress, BatchFailed, KeyTemplateError
 from blobsingleton.testing import forget_remembered_records, memory_backends
 from eventhub_batch import orders
@@ -163,17 +163,19 @@ class Holder:
         return thread
 
 
-@pytest.mark.parametrize("policy", [Busy.SKIP, Busy.WAIT, "callable"])
-def test_an_item_in_progress_elsewhere_gets_the_busy_policy(
-    storage_env: str, policy: Busy | str
-) -> None:
+@pytest.mark.parametrize("policy", ["skip", "wait", "callable"])
+def test_an_item_in_progress_elsewhere_gets_the_busy_policy(storage_env: str, policy: str) -> None:
     batch = orders(5)
     holder = Holder("charge-{event.sequence_number}")
     runs: Counter[int] = Counter()
 
-    @once("charge-{event.sequence_number}", scope="app", on_in_progress=(
-        (lambda error: f"busy: {error.key}") if policy == "callable" else policy
-    ), wait_timeout=0.5, hold_busy=0.2)  # fmt: skip
+    chosen: BusyPolicy = {
+        "skip": Busy.skip(hold=0.2),
+        "wait": Busy.wait(timeout=0.5, hold=0.2),
+        "callable": Busy.answer(lambda error: f"busy: {error.key}", hold=0.2),  # type: ignore[attr-defined]
+    }[policy]
+
+    @once("charge-{event.sequence_number}", scope="app", busy=chosen)
     def charge(event: func.EventHubEvent) -> str:
         runs[event.sequence_number] += 1
         return "charged"
@@ -187,9 +189,9 @@ def test_an_item_in_progress_elsewhere_gets_the_busy_policy(
     busy = result[2]
     assert [r.outcome for i, r in enumerate(result) if i != 2] == ["ran"] * 4
     assert runs[batch[2].sequence_number] == 0
-    if policy == Busy.SKIP:
+    if policy == "skip":
         assert (busy.outcome, busy.value, busy.error) == ("skipped", None, None)
-    elif policy == Busy.WAIT:
+    elif policy == "wait":
         assert busy.outcome == "busy" and isinstance(busy.error, AlreadyInProgress)
         with pytest.raises(BatchFailed):
             result.raise_if_failed()
@@ -203,7 +205,7 @@ def test_an_item_busy_under_wait_is_replayed_once_the_other_run_completes(
     batch = orders(4)
     holder = Holder("charge-{event.sequence_number}")
 
-    @once("charge-{event.sequence_number}", scope="app", wait_timeout=30)
+    @once("charge-{event.sequence_number}", scope="app", busy=Busy.wait(timeout=30))
     def charge(event: func.EventHubEvent) -> str:
         if event is batch[-1]:
             holder.release.set()  # the run elsewhere finishes while the batch goes on
@@ -305,8 +307,7 @@ def test_an_item_in_progress_elsewhere_is_deferred_when_it_is_a_queue_message(
     holder = Holder("work-{event.id}")  # the same key as work's
     messages = [func.QueueMessage(id=f"m{i}", body=b'{"n": %d}' % i) for i in range(3)]
 
-    @once("work-{msg.id}", scope="app", on_in_progress=Busy.DEFER, queue="%BATCH_DEFER_QUEUE%",
-          defer_seconds=30)  # fmt: skip
+    @once("work-{msg.id}", scope="app", busy=Busy.defer(queue="%BATCH_DEFER_QUEUE%", after=30))
     def work(msg: func.QueueMessage) -> str:
         return "worked"
 

@@ -1,6 +1,6 @@
 """A delivery that finds its key in progress is held in its process, watching the record
-(`@once(hold_busy=...)`, `_record_watch`): released about when the run it waits for ends, or
-taken over once a killed run's record expires. Real Azurite, real processes where it matters.
+(the busy policy's `hold`, `_record_watch`): released about when the run it waits for ends,
+or taken over once a killed run's record expires. Real Azurite, real processes where it matters.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azure.storage.blob import ContainerClient
-from blobsingleton import once
+from blobsingleton import Busy, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._record_watch import MAX_TICK, forget_known
 from blobsingleton._storage import TIME_RESOLUTION
@@ -48,7 +48,7 @@ def test_a_busy_copy_learns_the_run_finished_within_a_tick_and_gets_its_result(
     child = _holder(subprocess_env, "sent", 15.0)
     ran: list[str] = []
 
-    @once("hold-{key}", on_in_progress=_busy, hold_busy=20.0, scope="app")
+    @once("hold-{key}", busy=Busy.answer(_busy, hold=20.0), scope="app")
     def work(key: str) -> dict[str, str]:
         ran.append(key)
         return {"by": "copy"}
@@ -80,9 +80,11 @@ def test_a_copy_waiting_on_a_killed_run_takes_over_once_its_record_expires(
     ran: list[float] = []
 
     @once(
-        "hold-{key}", on_in_progress=_busy, hold_busy=12 * timeout,
-        in_progress_timeout=timeout, scope="app",
-    )  # fmt: skip
+        "hold-{key}",
+        busy=Busy.answer(_busy, hold=12 * timeout),
+        in_progress_timeout=timeout,
+        scope="app",
+    )
     def work(key: str) -> str:
         ran.append(time.monotonic())
         return "taken over"

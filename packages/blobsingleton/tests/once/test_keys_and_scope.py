@@ -145,7 +145,7 @@ def test_two_singletons_on_one_function_are_refused_when_decorated() -> None:
 
 def test_a_singleton_over_a_once_is_one_singleton() -> None:
     @singleton("a-{x}")
-    @once("a-{x}", under_lease=True)
+    @once("a-{x}")
     def work(x: str) -> None: ...
 
 
@@ -153,7 +153,7 @@ def test_a_function_naming_several_keys_holds_them_all_taken_in_one_order() -> N
     with memory_backends():
         seen: list[tuple[str, ...]] = []
 
-        @singleton(["tenant-{tenant}", "account-{account}"], scope="app", on_busy=Busy.SKIP)
+        @singleton(["tenant-{tenant}", "account-{account}"], scope="app", busy=Busy.SKIP)
         def work(tenant: str, account: str) -> int:
             seen.append((current_lease("tenant-t1").key, current_lease("account-a1").key))
             with pytest.raises(LookupError, match="name the key"):
@@ -169,7 +169,7 @@ def test_current_run_shows_key_attempt_and_token() -> None:
         seen: dict[str, Any] = {}
 
         @singleton("night-{day}", scope="app")
-        @once("night-{day}", scope="app", under_lease=True)
+        @once("night-{day}", scope="app")
         def night(day: str) -> None:
             run = current_run()
             seen.update(key=run.key, attempt=run.attempt, token=run.token)
@@ -212,7 +212,7 @@ def test_on_storage_two_functions_keep_their_own_record_and_lock(storage_env: st
 
     assert (first(1), second(1), first(1), second(1)) == ("first", "second") * 2
 
-    @singleton("same-{n}", on_busy=Busy.SKIP)
+    @singleton("same-{n}", busy=Busy.SKIP)
     def guarded(n: int) -> int:
         return current_lease().token
 
@@ -223,7 +223,7 @@ def test_on_storage_two_functions_keep_their_own_record_and_lock(storage_env: st
 
 
 def test_on_storage_the_app_scope_is_the_lock_a_blob_lease_takes(storage_env: str) -> None:
-    @singleton("shared-{n}", scope="app", on_busy=Busy.SKIP)
+    @singleton("shared-{n}", scope="app", busy=Busy.SKIP)
     def guarded(n: int) -> str:
         return "ran"
 
@@ -244,7 +244,7 @@ def test_on_storage_the_two_scopes_of_one_key_never_wait_on_each_other(storage_e
         inside.set()
         release.wait(10)
 
-    @singleton("pair-{n}", scope="app", wait_timeout=2)
+    @singleton("pair-{n}", scope="app", busy=Busy.wait(timeout=2))
     def shared(n: int) -> str:
         return "ran"
 

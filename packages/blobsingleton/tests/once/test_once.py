@@ -135,7 +135,7 @@ def test_a_heartbeat_that_finds_its_record_taken_over_sets_lost(storage_env: str
 def test_in_progress_elsewhere_wait_then_fail_so_the_host_retries(storage_env: str) -> None:
     _claim("busy-e")
 
-    @once("busy-{event_id}", wait_timeout=1.0, scope="app")
+    @once("busy-{event_id}", busy=Busy.wait(timeout=1.0), scope="app")
     def work(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run while another delivery runs")
 
@@ -146,7 +146,7 @@ def test_in_progress_elsewhere_wait_then_fail_so_the_host_retries(storage_env: s
 def test_in_progress_elsewhere_wait_returns_the_result_when_it_completes(storage_env: str) -> None:
     holder = _claim("wait-e")
 
-    @once("wait-{event_id}", wait_timeout=10.0, scope="app")
+    @once("wait-{event_id}", busy=Busy.wait(timeout=10.0), scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run: the other delivery completes")
 
@@ -159,7 +159,7 @@ def test_in_progress_elsewhere_wait_returns_the_result_when_it_completes(storage
 def test_in_progress_elsewhere_skip(storage_env: str) -> None:
     _claim("skip-e")
 
-    @once("skip-{event_id}", on_in_progress=Busy.SKIP, scope="app")
+    @once("skip-{event_id}", busy=Busy.SKIP, scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run")
 
@@ -172,8 +172,7 @@ def test_in_progress_elsewhere_defer_requeues_a_delayed_copy(storage_env: str) -
     client.create_queue()
     _claim("defer-e")
 
-    @once("defer-{event_id}", on_in_progress=Busy.DEFER, queue="%DEFER_TEST_QUEUE%",
-          defer_seconds=2, scope="app")  # fmt: skip
+    @once("defer-{event_id}", busy=Busy.defer(queue="%DEFER_TEST_QUEUE%", after=2), scope="app")
     def work(msg: func.QueueMessage) -> str:
         raise AssertionError("must not run")
 

@@ -121,15 +121,15 @@ def test_a_lost_creation_race_is_decided_again_on_the_winners_record(
 def test_decorator_busy_policies_on_the_memory_store(store: MemoryRecordStore) -> None:
     handler(store, FakeClock(start=9e9)).begin()  # in progress "forever"
 
-    @once("key", store=store, on_in_progress=Busy.SKIP)
+    @once("key", storage=store, busy=Busy.SKIP)
     def skipped() -> str:
         return "ran"
 
-    @once("key", store=store, on_in_progress=lambda error: f"busy:{type(error).__name__}")
+    @once("key", storage=store, busy=lambda error: f"busy:{type(error).__name__}")
     def answered() -> str:
         return "ran"
 
-    @once("key", store=store, wait_timeout=0.05)
+    @once("key", storage=store, busy=Busy.wait(timeout=0.05))
     def waited() -> str:
         return "ran"
 
@@ -144,7 +144,7 @@ def test_async_decorator_runs_once_and_a_cancelled_invocation_frees_its_key(
 ) -> None:
     calls: list[str] = []
 
-    @once("job-{name}", store=store)
+    @once("job-{name}", storage=store)
     async def job(name: str) -> str:
         calls.append(name)
         if name == "slow":

@@ -186,7 +186,7 @@ def test_a_span_the_caller_started_is_the_parent(telemetry: Telemetry) -> None:
 def test_busy_outcomes_are_named(telemetry: Telemetry) -> None:
     with memory_backends() as memory:
 
-        @singleton("busy", scope="app", on_busy=Busy.SKIP)
+        @singleton("busy", scope="app", busy=Busy.SKIP)
         def skipped() -> None: ...
 
         memory.locks.acquire("busy", "someone", 15.0)
@@ -200,7 +200,7 @@ def test_a_defer_without_a_message_that_waited_for_a_replay_is_replayed(
     inside, release = threading.Event(), threading.Event()
     with memory_backends():
 
-        @once("job-{n}", on_in_progress=Busy.DEFER, queue="jobs", hold_busy=0.0, wait_timeout=20)
+        @once("job-{n}", busy=Busy.defer(queue="jobs", hold=0.0))
         def job(n: int, msg: QueueMessageLike | None = None) -> str:  # called without one
             inside.set()
             release.wait(10)

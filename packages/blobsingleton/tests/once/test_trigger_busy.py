@@ -20,7 +20,7 @@ import azure.functions as func
 import pytest
 from azure.functions.blob import InputStream as BlobInputStream
 from azure.storage.blob import BlobServiceClient
-from blobsingleton import AlreadyInProgress, Busy, once, singleton
+from blobsingleton import AlreadyInProgress, Busy, BusyPolicy, once, singleton
 from blobsingleton.testing import (
     blob_input_stream,
     check_busy_policies,
@@ -52,30 +52,30 @@ def test_defer_is_refused_at_decoration_by_annotation(
 
     handler.__annotations__["item"] = annotation
     with pytest.raises(TypeError) as raised:
-        once("k-{x}", on_in_progress=Busy.DEFER, queue="q")(handler)
+        once("k-{x}", busy=Busy.defer(queue="q"))(handler)
     message = str(raised.value)
     assert f"a {binding} function has none to re-enqueue" in message
-    assert "Busy.WAIT" in message and "Busy.SKIP" in message and fit in message
+    assert "Busy.wait()" in message and "Busy.skip()" in message and fit in message
     with pytest.raises(TypeError, match=binding):
-        singleton("k-{x}", on_busy=Busy.DEFER, queue="q")(handler)
+        singleton("k-{x}", busy=Busy.defer(queue="q"))(handler)
 
 
 def test_defer_is_still_accepted_for_a_queue_message_beside_an_input_binding() -> None:
-    @once("k-{x}", on_in_progress=Busy.DEFER, queue="q")
+    @once("k-{x}", busy=Busy.defer(queue="q"))
     def handler(msg: func.QueueMessage, blob: func.InputStream) -> None: ...
 
 
-def _app_with(busy: Busy) -> func.FunctionApp:
+def _app_with(busy: BusyPolicy) -> func.FunctionApp:
     app = func.FunctionApp()
 
     @app.service_bus_queue_trigger(arg_name="msg", queue_name="orders", connection="SB")
-    @once("charge-{order_id}", on_in_progress=busy, queue="q")
+    @once("charge-{order_id}", busy=busy)
     def charge(msg):  # type: ignore[no-untyped-def]  # unannotated: only the binding tells
         return None
 
     @app.queue_trigger(arg_name="msg", queue_name="imports", connection="AzureWebJobsStorage")
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="imports")
-    @once("import-{account}", on_in_progress=Busy.DEFER, queue="imports", under_lease=True)
+    @singleton("import-{account}", busy=Busy.defer(queue="imports"))
+    @once("import-{account}", busy=Busy.defer(queue="imports"))
     def import_account(msg: func.QueueMessage) -> None: ...
 
     return app
@@ -83,9 +83,9 @@ def _app_with(busy: Busy) -> func.FunctionApp:
 
 def test_defer_on_an_unannotated_parameter_is_refused_at_indexing_by_binding() -> None:
     with pytest.raises(TypeError) as raised:
-        check_busy_policies(_app_with(Busy.DEFER).get_functions())
+        check_busy_policies(_app_with(Busy.defer(queue="q")).get_functions())
     message = str(raised.value)
-    assert message.startswith("charge: Busy.DEFER")
+    assert message.startswith("charge: Busy.defer(queue=...)")
     assert "serviceBusTrigger" in message and "abandons the message" in message
     check_busy_policies(_app_with(Busy.WAIT).get_functions())  # WAIT fits; DEFER on a queue
 
@@ -94,7 +94,7 @@ def test_defer_given_a_service_bus_message_at_the_call_raises_before_claiming() 
     runs: list[str] = []
     with memory_backends() as memory:
 
-        @once("charge-{order_id}", on_in_progress=Busy.DEFER, queue="q")
+        @once("charge-{order_id}", busy=Busy.defer(queue="q"))
         def charge(msg: Any) -> None:  # Any: no annotation names the trigger
             runs.append("ran")
 
@@ -106,7 +106,7 @@ def test_defer_given_a_service_bus_message_at_the_call_raises_before_claiming() 
 def test_an_async_function_refuses_defer_at_the_call_too() -> None:
     with memory_backends() as memory:
 
-        @once("charge-{order_id}", on_in_progress=Busy.DEFER, queue="q")
+        @once("charge-{order_id}", busy=Busy.defer(queue="q"))
         async def charge(msg: Any) -> None: ...
 
         with pytest.raises(TypeError, match="serviceBusTrigger"):
@@ -118,8 +118,8 @@ def test_a_defer_under_another_decorator_is_found_at_indexing() -> None:
     app = func.FunctionApp()
 
     @app.event_grid_trigger(arg_name="event")
-    @singleton("order-{Id}", on_busy=Busy.WAIT, scope="app")
-    @once("order-{Id}", on_in_progress=Busy.DEFER, queue="q", under_lease=True)
+    @singleton("order-{Id}", busy=Busy.WAIT, scope="app")
+    @once("order-{Id}", busy=Busy.defer(queue="q"))
     def on_order(event):  # type: ignore[no-untyped-def]
         return None
 
@@ -130,7 +130,7 @@ def test_a_defer_under_another_decorator_is_found_at_indexing() -> None:
 def test_defer_given_a_cosmos_db_batch_at_the_call_is_refused() -> None:
     with memory_backends():
 
-        @once("sync-{x}", on_in_progress=Busy.DEFER, queue="q")
+        @once("sync-{x}", busy=Busy.defer(queue="q"))
         def sync(docs: Any) -> None: ...
 
         with pytest.raises(TypeError, match="cosmosDBTrigger"):
@@ -138,7 +138,7 @@ def test_defer_given_a_cosmos_db_batch_at_the_call_is_refused() -> None:
 
 
 def _hold_first_run(fn_ran: threading.Event, release: threading.Event, runs: list[int]) -> Any:
-    @once("charge-{MessageId}", on_in_progress=Busy.WAIT, wait_timeout=1.0, hold_busy=0.5)
+    @once("charge-{MessageId}", busy=Busy.wait(timeout=1.0, hold=0.5))
     def charge(msg: func.ServiceBusMessage) -> str:
         runs.append(msg.delivery_count or 0)
         fn_ran.set()

@@ -22,7 +22,7 @@ def main() -> None:
         int(sys.argv[4]),
     )
 
-    @once("charge-{MessageId}", on_in_progress=Busy.WAIT, wait_timeout=120)
+    @once("charge-{MessageId}", busy=Busy.wait(timeout=120))
     def charge(msg: func.ServiceBusMessage) -> str:
         order = json.loads(msg.get_body())["order_id"]
         with open(executions, "a") as f:

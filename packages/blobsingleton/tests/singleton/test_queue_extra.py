@@ -28,8 +28,8 @@ from blobsingleton.testing import memory_backends
 
 refused = {}
 for name, decorator in (
-    ("singleton", lambda: singleton("import-{account}", on_busy=Busy.DEFER, queue="imports")),
-    ("once", lambda: once("email-{event_id}", on_in_progress=Busy.DEFER, queue="emails")),
+    ("singleton", lambda: singleton("import-{account}", busy=Busy.defer(queue="imports"))),
+    ("once", lambda: once("email-{event_id}", busy=Busy.defer(queue="emails"))),
 ):
     try:
         @decorator()
@@ -40,7 +40,7 @@ for name, decorator in (
 
 ran = []
 
-@singleton("import-{account}", on_busy=Busy.SKIP)
+@singleton("import-{account}", busy=Busy.SKIP)
 def skipping(account: str) -> None:
     ran.append(account)
 
@@ -68,7 +68,7 @@ def test_defer_with_the_queue_sdk_decorates() -> None:
     import azure.functions as func
     from blobsingleton import Busy, singleton
 
-    @singleton("import-{account}", on_busy=Busy.DEFER, queue="imports")
+    @singleton("import-{account}", busy=Busy.defer(queue="imports"))
     def handler(msg: func.QueueMessage, account: str = "") -> None:
         pass
 

@@ -14,7 +14,15 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
-from blobsingleton import BlobLease, Busy, LeaseLost, LeaseTimeout, current_lease, singleton
+from blobsingleton import (
+    BlobLease,
+    Busy,
+    BusyPolicy,
+    LeaseLost,
+    LeaseTimeout,
+    current_lease,
+    singleton,
+)
 from blobsingleton._keys import KeyTemplateError
 from blobsingleton.leases import read_lock
 from libsupport import queue_client, request_counter
@@ -60,7 +68,7 @@ def test_scope_from_queue_body_holds_the_lease_with_a_token(storage_env: str) ->
 
 
 def test_one_at_a_time_per_scope_in_parallel_across_scopes(storage_env: str) -> None:
-    @singleton("region-{region}", on_busy=Busy.SKIP, scope="app")
+    @singleton("region-{region}", busy=Busy.SKIP, scope="app")
     def work(msg: func.QueueMessage) -> str:
         return "ran"
 
@@ -70,7 +78,7 @@ def test_one_at_a_time_per_scope_in_parallel_across_scopes(storage_env: str) -> 
 
 
 def test_wait_gives_up_with_lease_timeout_so_the_host_retries(storage_env: str) -> None:
-    @singleton("wait-{id}", wait_timeout=1.0, scope="app")
+    @singleton("wait-{id}", busy=Busy.wait(timeout=1.0), scope="app")
     def work(msg: func.QueueMessage) -> None:
         raise AssertionError("must not run")
 
@@ -86,9 +94,7 @@ def test_defer_requeues_a_delayed_copy(storage_env: str, monkeypatch: pytest.Mon
 
     @singleton(
         "defer-{id}",
-        on_busy=Busy.DEFER,
-        queue="%SINGLETON_TEST_QUEUE%",
-        defer_seconds=1,
+        busy=Busy.defer(queue="%SINGLETON_TEST_QUEUE%", after=1),
         scope="app",
     )
     def work(msg: func.QueueMessage) -> None:
@@ -107,7 +113,7 @@ def test_defer_that_can_never_find_its_message_fails_at_indexing() -> None:
     and burning its dequeue count."""
     with pytest.raises(TypeError, match=r"pass the func\.QueueMessage"):
 
-        @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything")
+        @singleton("defer-{id}", busy=Busy.defer(queue="anything"))
         def work(id: int) -> None: ...
 
 
@@ -116,7 +122,7 @@ def test_defer_without_its_message_at_run_time_waits_instead_of_failing(
 ) -> None:
     ran: list[object] = []
 
-    @singleton("defer-{id}", on_busy=Busy.DEFER, queue="anything", wait_timeout=10, scope="app")
+    @singleton("defer-{id}", busy=Busy.defer(queue="anything"), scope="app")
     def work(id):  # type: ignore[no-untyped-def]  # unannotated: only the call can tell
         ran.append(id)
 
@@ -131,7 +137,7 @@ def test_http_route_param_and_busy_callable_gives_409(storage_env: str) -> None:
     def conflict(error: Exception) -> func.HttpResponse:
         return func.HttpResponse(json.dumps({"error": str(error)}), status_code=409)
 
-    @singleton("import-{account}", on_busy=conflict, scope="app")
+    @singleton("import-{account}", busy=conflict, scope="app")
     def run(req: func.HttpRequest) -> func.HttpResponse:
         return func.HttpResponse(str(current_lease().token), status_code=202)
 
@@ -193,13 +199,13 @@ def test_lost_lease_is_raised_after_the_function(storage_env: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("on_busy", "requests"),
-    [(Busy.SKIP, 3), (Busy.WAIT, 4)],  # WAIT waits in line: the releaser looks at it (+1)
+    ("busy", "requests"),
+    [(Busy.skip(), 3), (Busy.wait(), 4)],  # wait waits in line: the releaser looks at it (+1)
 )
 def test_invocation_costs_three_requests_four_when_fair(
-    storage_env: str, on_busy: Busy, requests: int
+    storage_env: str, busy: BusyPolicy, requests: int
 ) -> None:
-    @singleton("cost-{id}", on_busy=on_busy)
+    @singleton("cost-{id}", busy=busy)
     def work(msg: func.QueueMessage) -> None: ...
 
     work(message({"id": 1}))
@@ -214,8 +220,8 @@ def test_current_lease_outside_is_an_error() -> None:
 
 
 def test_defer_without_queue_is_refused_at_decoration() -> None:
-    with pytest.raises(ValueError, match="queue"):
-        singleton("x", on_busy=Busy.DEFER)
+    with pytest.raises(ValueError, match=r"busy=Busy\.defer\(queue="):
+        singleton("x", busy=Busy.DEFER)
 
 
 def test_occurrence_is_the_firing_one_on_every_instance_however_late() -> None:

@@ -88,7 +88,7 @@ def main() -> None:
     until_told = sys.argv[6:] == ["until-told"]
     install_signal_handlers()
     print(f"clock {time.time()}", flush=True)
-    busy = Busy.WAIT if kind.endswith("-wait") else Busy.SKIP
+    busy = Busy.wait(timeout=300) if kind.endswith("-wait") else Busy.skip()
 
     def wait() -> None:
         time.sleep(work_seconds)
@@ -115,14 +115,13 @@ def main() -> None:
         return "sent"
 
     if kind.startswith("singleton"):
-        guarded = singleton(key, on_busy=busy, period=15, wait_timeout=300)(work)
+        guarded = singleton(key, busy=busy, period=15)(work)
     else:
         guarded = once(
             key,
             mode=Mode.AT_MOST_ONCE if kind.startswith("once-amo") else Mode.AT_LEAST_ONCE,
             in_progress_timeout=in_progress_timeout,
-            on_in_progress=busy,
-            wait_timeout=300,
+            busy=busy,
         )(work)
     print("start", flush=True)
     try:

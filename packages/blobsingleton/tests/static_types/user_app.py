@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import assert_type
 
 import azure.functions as func
-from blobsingleton import Busy, Mode, once, singleton
+from blobsingleton import Busy, Mode, Storage, StorageAccount, once, singleton
 from blobsingleton.batches import BatchResult, ItemResult
+
+URL = "https://account.blob.core.windows.net"
 
 
 @dataclass
@@ -26,17 +28,17 @@ async def charge_async(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
-@once("refund-{order_id}", on_in_progress=Busy.WAIT, mode=Mode.AT_LEAST_ONCE, wait_timeout=5)
+@once("refund-{order_id}", busy=Busy.wait(timeout=5), mode=Mode.AT_LEAST_ONCE)
 def refund(order_id: str) -> Receipt:  # the defaults, spelt out
     return Receipt(order_id)
 
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def send(event_id: str) -> str:
     return event_id
 
 
-@once("order-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+@once("order-{order_id}", busy=Busy.defer(queue="%ORDERS_QUEUE%"))
 def take_order(order_id: str, msg: func.QueueMessage) -> Receipt:
     return Receipt(order_id)
 
@@ -50,9 +52,29 @@ def conflict(error: Exception) -> int:
     return 409
 
 
-@once("page-{n}", on_in_progress=conflict)  # busy: the policy's answer is the result
+@once("page-{n}", busy=conflict)  # busy: the policy's answer is the result
 def page(n: int) -> int:
     return 200
+
+
+@once("page-{n}", busy=Busy.answer(conflict, hold=0))  # an answer at once, no hold
+def page_now(n: int) -> int:
+    return 200
+
+
+@once("charge-{order_id}", busy=Busy.WAIT, storage=Storage(namespace="billing"))
+def charge_billing(order_id: str) -> Receipt:
+    return Receipt(order_id)
+
+
+@once("email-{event_id}", busy=Busy.skip(hold=1.0), storage=StorageAccount(blob_url=URL))
+def send_held(event_id: str) -> str:
+    return event_id
+
+
+@singleton("import-{account}", busy=Busy.wait(timeout=5), storage=Storage(namespace="imports"))
+def import_soon(account: str) -> int:
+    return len(account)
 
 
 @singleton("import-{account}")  # Busy.WAIT: runs, or raises
@@ -65,17 +87,17 @@ async def import_account_async(account: str) -> int:
     return len(account)
 
 
-@singleton("report-{day}", on_busy=Busy.SKIP)
+@singleton("report-{day}", busy=Busy.SKIP)
 def report(day: str) -> int:
     return len(day)
 
 
-@singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%")
+@singleton("import-{account}", busy=Busy.defer(queue="%IMPORT_QUEUE%"))
 def deferred_import(account: str, msg: func.QueueMessage) -> int:
     return len(account)
 
 
-@singleton("answer-{day}", on_busy=conflict)
+@singleton("answer-{day}", busy=conflict)
 def answer(day: str) -> int:
     return 200
 
@@ -90,6 +112,10 @@ async def main(msg: func.QueueMessage) -> None:
     assert_type(take_order("o1", msg), Receipt | None)  # deferred: None
     assert_type(at_most_once("mon"), int | None)
     assert_type(page(1), int)
+    assert_type(page_now(1), int)
+    assert_type(charge_billing("o1"), Receipt)
+    assert_type(send_held("e1"), str | None)
+    assert_type(import_soon("acme"), int)
     assert_type(import_account("acme"), int)
     assert_type(await import_account_async("acme"), int)
     assert_type(report("mon"), int | None)

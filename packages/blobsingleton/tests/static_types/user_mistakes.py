@@ -13,17 +13,17 @@ class Receipt:
     order_id: str
 
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def send(event_id: str) -> str:
     return event_id
 
 
-@once("charge-{order_id}", on_in_progress=Busy.SKIP)
+@once("charge-{order_id}", busy=Busy.SKIP)
 async def charge_async(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
-@once("order-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+@once("order-{order_id}", busy=Busy.defer(queue="%ORDERS_QUEUE%"))
 def take_order(order_id: str, msg: func.QueueMessage) -> Receipt:
     return Receipt(order_id)
 
@@ -38,7 +38,15 @@ def charge(order_id: str) -> Receipt:
     return Receipt(order_id)
 
 
-@singleton("report-{day}", on_busy=Busy.SKIP)
+@once("charge-{order_id}", busy=Busy.defer())  # MISTAKE: a deferral names its queue
+def deferred(order_id: str, msg: func.QueueMessage) -> None: ...
+
+
+@once("charge-{order_id}", on_in_progress=Busy.SKIP)  # MISTAKE: the old parameter is busy=
+def old_spelling(order_id: str) -> None: ...
+
+
+@singleton("report-{day}", busy=Busy.SKIP)
 def report(day: str) -> int:
     return len(day)
 

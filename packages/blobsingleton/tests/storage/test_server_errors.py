@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from azure.core.pipeline.transport import HttpTransport
 from azure.storage.blob import BlobServiceClient
-from blobsingleton import BlobLease, StorageAccount, once
+from blobsingleton import BlobLease, Busy, StorageAccount, once
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton.errors import RunLost, StorageUnavailable
 from blobsingleton.records import BlobRecordStore, Record, Status
@@ -207,7 +207,7 @@ def test_a_completion_answered_with_an_error_runs_the_work_once(
 ) -> None:
     runs: list[str] = []
 
-    @once("job-{name}", store=store, in_progress_timeout=30.0)
+    @once("job-{name}", storage=store, in_progress_timeout=30.0)
     def work(name: str) -> str:
         runs.append(name)
         return f"done {name}"
@@ -231,7 +231,7 @@ def test_the_work_never_starts_on_a_claim_whose_record_has_expired(
     name = uuid.uuid4().hex[:6]
     alive_at_start: list[bool] = []
 
-    @once("late-{name}", store=store, in_progress_timeout=2.0, wait_timeout=0.0)
+    @once("late-{name}", storage=store, in_progress_timeout=2.0, busy=Busy.wait(timeout=0.0))
     def work(name: str) -> str:
         record = reader.get(f"late-{name}")  # as storage has it when the work starts
         alive_at_start.append(record is not None and not record.expired())
@@ -253,7 +253,7 @@ def test_a_completion_refused_by_every_sdk_attempt_is_still_written(
 ) -> None:
     runs: list[str] = []
 
-    @once("done-{name}", store=store, in_progress_timeout=30.0, wait_timeout=0.0)
+    @once("done-{name}", storage=store, in_progress_timeout=30.0, busy=Busy.wait(timeout=0.0))
     def work(name: str) -> str:
         runs.append(name)
         return name
@@ -278,7 +278,7 @@ def test_a_heartbeat_whose_outcome_stayed_unknown_does_not_lose_the_run(
     def beat(request: Any) -> bool:
         return record_write(key)(request) and "If-Match" in request.headers
 
-    @once("beat-{name}", store=store, in_progress_timeout=1.5, wait_timeout=0.0)
+    @once("beat-{name}", storage=store, in_progress_timeout=1.5, busy=Busy.wait(timeout=0.0))
     def work(name: str) -> str:
         load.arm("internal_error", beat, times=4)  # the first beat lands, every answer 500
         deadline = time.monotonic() + 5.0

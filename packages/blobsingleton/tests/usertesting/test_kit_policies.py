@@ -39,14 +39,14 @@ class Receipt:
     order_id: str
 
 
-@once("charge-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+@once("charge-{order_id}", busy=Busy.defer(queue="%ORDERS_QUEUE%"))
 def charge(msg: func.QueueMessage) -> Receipt:
     order_id = msg.get_json()["order_id"]
     charged.append(order_id)
     return Receipt(order_id)
 
 
-@singleton("import-{account}", on_busy=Busy.DEFER, queue="%IMPORT_QUEUE%", period=20)
+@singleton("import-{account}", busy=Busy.defer(queue="%IMPORT_QUEUE%"), period=20)
 def import_account(msg: func.QueueMessage) -> str:
     return str(msg.get_json()["account"])
 
@@ -140,7 +140,7 @@ def test_an_http_request_resolves_keys_and_answers_busy_with_the_policys_respons
     def conflict(error: Exception) -> func.HttpResponse:
         return func.HttpResponse("busy", status_code=409)
 
-    @singleton("export-{tenant}-{format}", on_busy=conflict)
+    @singleton("export-{tenant}-{format}", busy=conflict)
     def export(req: func.HttpRequest) -> func.HttpResponse:
         return func.HttpResponse(json.dumps(req.get_json()), status_code=200)
 
@@ -165,7 +165,7 @@ def test_a_trigger_functions_records_and_lease_are_named_through_its_trigger_dec
     def tick(timer: func.TimerRequest) -> None: ...
 
     @bp.queue_trigger(arg_name="msg", queue_name="sync", connection="AzureWebJobsStorage")
-    @singleton("sync-{account}", on_busy=Busy.SKIP)
+    @singleton("sync-{account}", busy=Busy.SKIP)
     def sync(msg: func.QueueMessage) -> None:
         synced.append(msg.get_json()["account"])
 
@@ -179,7 +179,7 @@ def test_a_trigger_functions_records_and_lease_are_named_through_its_trigger_dec
 
 
 def test_an_async_defer_keeps_its_copy_in_memory_too() -> None:
-    @once("ship-{order_id}", on_in_progress=Busy.DEFER, queue="%ORDERS_QUEUE%")
+    @once("ship-{order_id}", busy=Busy.defer(queue="%ORDERS_QUEUE%"))
     async def ship(msg: func.QueueMessage) -> str:
         return str(msg.get_json()["order_id"])
 

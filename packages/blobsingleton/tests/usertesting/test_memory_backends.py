@@ -17,13 +17,13 @@ from blobsingleton.testing import memory_backends
 sent: list[str] = []
 
 
-@once("email-{event_id}", on_in_progress=Busy.SKIP)
+@once("email-{event_id}", busy=Busy.SKIP)
 def notify(event_id: str) -> None:
     current_run().ensure_held()
     sent.append(event_id)
 
 
-@singleton("import-{account}", on_busy=Busy.SKIP)
+@singleton("import-{account}", busy=Busy.SKIP)
 def import_account(account: str) -> int:
     return current_lease().token
 
@@ -101,7 +101,7 @@ def test_under_a_lease_a_crashed_runs_record_is_taken_over_at_once() -> None:
     with memory_backends() as memory:
 
         @singleton("night-{day}", scope="app")
-        @once("night-{day}", scope="app", under_lease=True)
+        @once("night-{day}", scope="app")
         def night(day: str) -> None:
             sent.append(day)
 
