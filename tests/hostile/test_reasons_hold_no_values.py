@@ -31,6 +31,7 @@ from shared.jobs.messages import AnnounceMessage, UnitMessage
 from shared.models import InvalidMessage, MessageModel, Problem, problems_of
 from shared.notifications import InvalidNotification, Notification
 from shared.ops import ActionRequest
+from shared.settings import resolve_placeholders
 from tests.support import fresh_functions
 
 #: What a field may hold that must never be repeated: a name and a birth date.
@@ -174,9 +175,7 @@ def queue_message(body: bytes) -> func.QueueMessage:
 
 
 def poisoned(queue: str) -> list[bytes]:
-    from blobsingleton import settings
-
-    client = storage.queue_client(settings.resolve_placeholders(queue) + "-poison")
+    client = storage.queue_client(resolve_placeholders(queue) + "-poison")
     return [m.content or b"" for m in client.peek_messages(max_messages=32)]
 
 
