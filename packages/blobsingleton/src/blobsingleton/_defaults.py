@@ -85,15 +85,19 @@ def record_store(
     return found[1]
 
 
-def lease(key: str, *, limit: int = 1, **options: Any) -> BaseLease | BlobLease:
-    """The lease a `@singleton` takes: `BlobLease(key, **options)`, or with `limit` above 1 a
-    `LeaseSemaphore` of that many holders."""
+def lease(key: str, *, limit: int = 1, fair: bool = False, **options: Any) -> BaseLease | BlobLease:
+    """The lease a `@singleton` takes: `BlobLease(key, **options)`, `FairLease` if `fair`, or
+    with `limit` above 1 a `LeaseSemaphore` of that many holders."""
     if _backends:
-        return _backends[0].lease(key, limit=limit, **options)
+        return _backends[0].lease(key, limit=limit, fair=fair, **options)
     if limit > 1:
         from blobsingleton._semaphore import LeaseSemaphore
 
-        return LeaseSemaphore(key, limit, **options)
+        return LeaseSemaphore(key, limit, fair=fair, **options)
+    if fair:
+        from blobsingleton._line import FairLease
+
+        return FairLease(key, **options)
     from blobsingleton._blob_lease import BlobLease
 
     return BlobLease(key, **options)
