@@ -12,6 +12,7 @@ import sys
 import time
 
 from blobsingleton import BlobLease
+from blobsingleton.leases import FairLease
 
 from devhost import request_counting
 
@@ -22,7 +23,7 @@ def main() -> None:
     counter = request_counting.install()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        lease = BlobLease(key, fair=fair, poll_interval=1.0)
+        lease = (FairLease if fair else BlobLease)(key, poll_interval=1.0)
         asked = time.monotonic()
         lease.acquire(timeout=max(1.0, deadline - time.monotonic() + 30))
         start = time.time()

@@ -1,6 +1,6 @@
 """Contention: one key, 1 to 16 processes taking it in turn, each holding it 50 ms.
 
-"ours" is `BlobLease` polling (the default), "ours_fair" `BlobLease(fair=True)` (waiting in
+"ours" is `BlobLease` polling (the default), "ours_fair" `FairLease` (waiting in
 line, what `@singleton(busy=Busy.wait())` uses). Every process loops for `--seconds`: wait
 for the lock, hold it, release it. Reported per process count: acquisitions per second, the
 most and fewest acquisitions of any process (no starvation), p50/p99/max wait, requests per
@@ -31,9 +31,7 @@ from devhost.request_counting import RequestCounter
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes", default="1,2,4,8,16", help="comma-separated counts")
     parser.add_argument("--webjobs-processes", default="1,2,4,8,16")
-    parser.add_argument(
-        "--fair-processes", default="1,2,4,8,16", help="BlobLease(fair=True): waiting in line"
-    )
+    parser.add_argument("--fair-processes", default="1,2,4,8,16", help="FairLease: waiting in line")
     parser.add_argument("--seconds", type=float, default=20.0, help="per process count")
     parser.add_argument("--hold-ms", type=float, default=50.0)
 
@@ -42,6 +40,7 @@ def _worker(
     kind: str, key: str, container: str, seconds: float, hold: float, ready: Any, go: Any, out: Any
 ) -> None:
     from blobsingleton import BlobLease
+    from blobsingleton.leases import FairLease
 
     counter = RequestCounter()
     blobs = counted_account(counter).blob_service().get_container_client(container)
@@ -53,7 +52,8 @@ def _worker(
     while time.time() < deadline:
         asked = time.time()
         if kind in ("ours", "ours_fair"):
-            lease = BlobLease(key, container=blobs, fair=kind == "ours_fair").acquire()
+            kind_of = FairLease if kind == "ours_fair" else BlobLease
+            lease = kind_of(key, container=blobs).acquire()
             acquired = time.time()
             time.sleep(hold)
             lease.release()

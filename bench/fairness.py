@@ -1,7 +1,7 @@
 """Fair waiting: N processes contending for one key, each holding 50 ms and asking again.
 
-Plain polling (`fair=False`, what WebJobs and the tutorial patterns do too) against the line
-(`fair=True`, what `@singleton(busy=Busy.wait())` uses), same Azurite, same run: acquisitions
+Plain polling (`BlobLease`, what WebJobs and the tutorial patterns do too) against the line
+(`FairLease`, what `@singleton(busy=Busy.wait())` uses), same Azurite, same run: acquisitions
 per second, per process (most / fewest), waits p50 / p99 / max, the handoff (previous release
 to next start) p50 / p99, and storage requests per waiter-second. Issue 14's targets: most /
 fewest <= 2 and no process below half the average; handoff p99 <= 0.5 s; polling no more than

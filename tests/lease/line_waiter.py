@@ -1,4 +1,4 @@
-"""A child process that waits in a key's line (`BlobLease(fair=True)`), for the fairness tests.
+"""A child process that waits in a key's line (`FairLease`), for the fairness tests.
 
 usage: python -m tests.lease.line_waiter KEY
 Prints "asking", then, once it holds the key, "acquired TOKEN WAITED REQUESTS" (REQUESTS: the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from blobsingleton import BlobLease
+from blobsingleton.leases import FairLease
 
 from devhost import request_counting
 
@@ -19,7 +19,7 @@ from devhost import request_counting
 def main() -> None:
     key = sys.argv[1]
     counter = request_counting.install()
-    lease = BlobLease(key, fair=True)
+    lease = FairLease(key)
     print("asking", flush=True)
     asked = time.monotonic()
     lease.acquire(timeout=10 * 15.0)  # ten lease periods: a slow machine is no failure

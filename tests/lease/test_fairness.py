@@ -1,4 +1,4 @@
-"""Fair waiting (`BlobLease(fair=True)`, what `@singleton(busy=Busy.wait())` uses).
+"""Fair waiting (`FairLease`, what `@singleton(busy=Busy.wait())` uses).
 
 Real processes contend for one key on Azurite, each releasing and asking again at once. With
 plain polling the releaser wins almost every time and others starve; in line, each waiter
@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 from blobsingleton import BlobLease, LeaseTimeout
-from blobsingleton.leases import TURNS_IN_A_ROW
+from blobsingleton._line import LineWait
+from blobsingleton.leases import TURNS_IN_A_ROW, FairLease
+from typing_extensions import override
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +85,7 @@ def start_waiter(env: dict[str, str], key: str) -> subprocess.Popen[str]:
     return proc
 
 
-def wait_for_waiters(holder: BlobLease, count: int) -> None:
+def wait_for_waiters(holder: FairLease, count: int) -> None:
     deadline = time.monotonic() + 20
     while holder.waiters() < count:
         assert time.monotonic() < deadline, f"{holder.waiters()} waiters in line, not {count}"
@@ -102,7 +104,7 @@ def test_waiters_behind_a_long_hold_ask_rarely_and_get_the_key_in_order(
     subprocess_env: dict[str, str],
 ) -> None:
     key = f"quiet-{uuid.uuid4().hex[:8]}"
-    holder = BlobLease(key, fair=True).acquire()
+    holder = FairLease(key).acquire()
     first = start_waiter(subprocess_env, key)
     wait_for_waiters(holder, 1)
     second = start_waiter(subprocess_env, key)  # not next: the first waiter is ahead of it
@@ -124,7 +126,7 @@ def test_a_process_exiting_right_after_release_hands_its_kept_lease_on(
     subprocess_env: dict[str, str],
 ) -> None:
     key = f"exit-{uuid.uuid4().hex[:8]}"
-    holder = BlobLease(key, fair=True).acquire()
+    holder = FairLease(key).acquire()
     first = start_waiter(subprocess_env, key)  # releases and exits at once once it holds
     wait_for_waiters(holder, 1)
     second = start_waiter(subprocess_env, key)
@@ -144,7 +146,7 @@ def test_a_sigkilled_next_in_line_is_skipped_within_a_lease_period(
     subprocess_env: dict[str, str],
 ) -> None:
     key = f"killed-{uuid.uuid4().hex[:8]}"
-    holder = BlobLease(key, fair=True).acquire()
+    holder = FairLease(key).acquire()
     doomed = start_waiter(subprocess_env, key)
     wait_for_waiters(holder, 1)
     survivor = start_waiter(subprocess_env, key)
@@ -162,8 +164,8 @@ def test_a_sigkilled_next_in_line_is_skipped_within_a_lease_period(
 
 def test_a_release_hands_the_lease_to_the_waiter_in_line(storage_env: str) -> None:
     key = f"hand-{uuid.uuid4().hex[:8]}"
-    holder = BlobLease(key, fair=True).acquire()
-    waiter = BlobLease(key, fair=True)
+    holder = FairLease(key).acquire()
+    waiter = FairLease(key)
     got = threading.Event()
 
     def wait() -> None:
@@ -187,17 +189,25 @@ def test_a_release_hands_the_lease_to_the_waiter_in_line(storage_env: str) -> No
     thread.join()
 
 
+class DiesInLine(FairLease):
+    """A waiter that dies in line: its acquire ends without leaving the line (its entry stays,
+    as a killed process's does)."""
+
+    @override
+    def _leave(self, wait: LineWait) -> None:
+        pass
+
+
 @pytest.mark.slow
 def test_a_dead_waiter_blocks_the_line_for_at_most_one_lease_period(storage_env: str) -> None:
     key = f"dead-{uuid.uuid4().hex[:8]}"
-    holder = BlobLease(key, fair=True).acquire()
-    dead = BlobLease(key, fair=True)
-    dead._stop_waiting = lambda: None  # type: ignore[method-assign]  # dies in line: never leaves
+    holder = FairLease(key).acquire()
+    dead = DiesInLine(key)
     with pytest.raises(LeaseTimeout):
         dead.acquire(timeout=1.0)
     holder.release()  # hands the lease to the dead waiter
     # Skipped once its entry is stale and the lease handed to it has expired: about a lease
     # period (15 s) on an idle machine; ten periods are what the survivor waits at most.
-    survivor = BlobLease(key, fair=True).acquire(timeout=10 * 15.0)
+    survivor = FairLease(key).acquire(timeout=10 * 15.0)
     assert survivor.is_held
     survivor.release()

@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 from blobsingleton import BlobLease, LeaseLost, once, ops
 from blobsingleton.config import scope_of
-from blobsingleton.leases import read_lock
+from blobsingleton.leases import FairLease, read_lock
 from blobsingleton.records import Status
 
 from functions import ops as api
@@ -54,7 +54,7 @@ def test_locks_count_the_fair_waiters_in_line(ops_env: OpsEnv) -> None:
     waiter_done = threading.Event()
 
     def wait_in_line() -> None:
-        BlobLease("import-acme", fair=True).acquire(timeout=60).release()
+        FairLease("import-acme").acquire(timeout=60).release()
         waiter_done.set()
 
     threading.Thread(target=wait_in_line, daemon=True).start()

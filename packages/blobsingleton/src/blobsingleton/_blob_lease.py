@@ -1,45 +1,279 @@
-"""Leases on Azure Blob Storage: one lock blob per key, fenced by its sequence number."""
+"""A key's lock on Azure Blob Storage: the storage operations on its blobs, errors translated in
+one place, and the plain `BlobLease` on them (docs/internals.md)."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from blobsingleton import _containers
-from blobsingleton import _line as lines
 from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
-from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease, paced
-from blobsingleton._line import Entry, LineWait, WaitingLine
-from blobsingleton._lock_blob import LockBlob, LockBusy, LockState
+from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._listing import list_all
 from blobsingleton._owner import Owner
+from blobsingleton._storage import (
+    TIME_RESOLUTION,
+    create_container_quietly,
+    epoch,
+    error_code,
+    unavailable_as,
+)
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
-    from azure.storage.blob import ContainerClient
+    from azure.storage.blob import BlobLeaseClient, ContainerClient
 
 log = logging.getLogger("blobsingleton")
 
-#: A waiter seen in line this recently is handed the key without listing the line again.
-SUCCESSOR_FRESH = 0.3
+#: Error codes meaning "the lease is not (or no longer) ours".
+LOST_CODES = frozenset(
+    {
+        "LeaseIdMismatchWithLeaseOperation",
+        "LeaseNotPresentWithLeaseOperation",
+        "LeaseIsBrokenAndCannotBeRenewed",
+        "LeaseIdMismatchWithBlobOperation",
+        "LeaseLost",
+        "LeaseIdMissing",
+        "LeaseNotPresentWithBlobOperation",
+        "LeaseIsBreakingAndCannotBeAcquired",
+    }
+)
+BUSY_CODES = frozenset({"LeaseAlreadyPresent", "LeaseIsBreakingAndCannotBeAcquired"})
+MISSING_CODES = frozenset({"BlobNotFound", "ContainerNotFound"})
+#: Every call is bounded, so a hung connection cannot outlive the lease it serves (seconds).
+REQUEST_TIMEOUT = 5.0
+#: Tickets are zero-padded so that the service lists entries in ticket order.
+TICKET_DIGITS = 15
+
+
+class LockBusy(LeaseError):
+    """Internal: someone else holds the lease right now."""
+
+
+class LockMissing(LeaseError):
+    """Internal: the lock blob or its container does not exist yet (the message: its code)."""
+
+
+@dataclass(frozen=True)
+class LockState:
+    """What anyone can read about a lock: its current token, lease state and owner record."""
+
+    token: int
+    leased: bool
+    lease_state: str
+    owner: Owner | None
+
+    @property
+    def owner_is_current(self) -> bool:
+        """The owner record belongs to the current acquisition, not an earlier one."""
+        return self.owner is not None and self.owner.token == self.token
+
+
+def _bounded(seconds: float) -> dict[str, Any]:
+    """A call's timeouts: the service's (whole seconds), the client's to connect and to read."""
+    return {"timeout": max(1, int(seconds)), "connection_timeout": seconds, "read_timeout": seconds}
+
+
+@contextlib.contextmanager
+def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
+    """Map storage errors to the lease module's exceptions, by `error_code` only (no answer, or
+    a server error after the client's retries: `StorageUnavailable`)."""
+    try:
+        with unavailable_as(operation):
+            yield
+    except HttpResponseError as error:
+        code = error_code(error)
+        if code in BUSY_CODES:
+            raise LockBusy(code) from error
+        if code in MISSING_CODES:
+            raise LockMissing(code) from error
+        if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
+            raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
+        raise
+
+
+class LockBlob:
+    """The lock blob of one key: acquire, fence, renew, publish owner, hand over, release, read.
+    Each method is one storage request on the steady-state path."""
+
+    def __init__(self, container: ContainerClient, blob_name: str, key: str) -> None:
+        self.container = container
+        self._blob = container.get_blob_client(blob_name)
+        self.name = blob_name
+        self.key = key
+        self._options = _bounded(REQUEST_TIMEOUT)
+
+    def acquire(self, lease_id: str, period: float) -> None:
+        """Take the lease with our id, creating what is missing; `LockBusy` when held. An
+        acquire of unknown outcome is released before `StorageUnavailable` is raised."""
+        for _ in range(3):
+            try:
+                with translated("acquire", self.key):
+                    self._blob.acquire_lease(int(period), lease_id=lease_id, **self._options)
+                return
+            except LockMissing as missing:
+                self._create(str(missing))
+            except StorageUnavailable:
+                with contextlib.suppress(LeaseError, StorageUnavailable):
+                    self.release(lease_id, None)
+                raise
+        raise LeaseError(f"lock blob for {self.key!r} could not be created")
+
+    def _create(self, missing: str) -> None:
+        """Create the container and/or empty page blob; losing a creation race is fine."""
+        with translated("create", self.key):
+            if missing == "ContainerNotFound":
+                create_container_quietly(self.container, **self._options)
+            try:
+                self._blob.create_page_blob(0, if_none_match="*", **self._options)
+            except HttpResponseError as error:
+                if error_code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
+                    raise
+
+    def next_token(self, lease_id: str) -> int:
+        """Increment the fencing token under our lease; the service returns the new value."""
+        with translated("fence", self.key):
+            result = self._blob.set_sequence_number("increment", lease=lease_id, **self._options)
+        return int(str(result["blob_sequence_number"]))
+
+    def renew(self, lease_id: str, token: int, timeout: float) -> None:
+        """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
+        with translated("renew", self.key, token):
+            self._lease(lease_id).renew(retry_total=0, **_bounded(timeout))
+
+    def publish_owner(self, lease_id: str, owner: Owner) -> None:
+        """Write the owner record into the lock blob's metadata (needs our lease)."""
+        with translated("publish owner", self.key, owner.token):
+            self._blob.set_blob_metadata(owner.to_metadata(), lease=lease_id, **self._options)
+
+    def hand_over(self, lease_id: str, to_lease_id: str, token: int | None) -> None:
+        """Change our lease to `to_lease_id`: its waiter holds the lease, nobody else can."""
+        with translated("hand over", self.key, token):
+            self._lease(lease_id).change(to_lease_id, **self._options)
+
+    def release(self, lease_id: str, token: int | None) -> None:
+        """Give the lease back so a waiter gets it now instead of at expiry."""
+        with translated("release", self.key, token):
+            self._lease(lease_id).release(**self._options)
+
+    def read(self) -> LockState | None:
+        """The lock's public state, or None when the key was never locked."""
+        try:
+            with translated("read", self.key):
+                props = self._blob.get_blob_properties(**self._options)
+        except LockMissing:
+            return None
+        return LockState(
+            token=int(props.page_blob_sequence_number or 0),
+            leased=props.lease.state == "leased",
+            lease_state=str(props.lease.state),
+            owner=Owner.from_metadata(props.metadata or {}),
+        )
+
+    def _lease(self, lease_id: str) -> BlobLeaseClient:
+        from azure.storage.blob import BlobLeaseClient
+
+        return BlobLeaseClient(self._blob, lease_id=lease_id)
+
+
+@dataclass(frozen=True)
+class Entry:
+    ticket: int
+    lease_id: str
+    refreshed_at: float  # epoch seconds, the service's clock
+
+
+class WaitingLine:
+    """The waiting line beside one key's lock blob (`FairLease`, `LeaseSemaphore(fair=True)`):
+    join, refresh, leave, and who stands in it."""
+
+    def __init__(self, container: Any, lock_blob_name: str, key: str, period: float) -> None:
+        self._container = container
+        self._prefix = f"{lock_blob_name}.line/"
+        self._tickets = container.get_blob_client(f"{lock_blob_name}.tickets")
+        self.key = key
+        self.period = period
+
+    def join(self, lease_id: str) -> int:
+        """Take the next ticket and stand in line with `lease_id`: 2 requests."""
+        ticket = self._next_ticket()
+        self.refresh(ticket, lease_id, "join line")
+        return ticket
+
+    def refresh(self, ticket: int, lease_id: str, operation: str = "refresh line entry") -> None:
+        """Prove this waiter alive (rewrites the entry, so its Last-Modified moves)."""
+        with unavailable_as(operation):
+            self._entry(ticket).upload_blob(b"", overwrite=True, metadata={"lease_id": lease_id})
+
+    def leave(self, ticket: int) -> None:
+        with contextlib.suppress(ResourceNotFoundError), unavailable_as("leave line"):
+            self._entry(ticket).delete_blob()
+
+    def live(self) -> list[Entry]:
+        """The live entries in ticket order (1 request per 5,000 entries)."""
+        entries = []
+        with unavailable_as("list line"):
+            listed, served_at = list_all(self._container, self._prefix)
+        for blob in listed:
+            refreshed = epoch(blob.last_modified) or 0.0
+            now = served_at if served_at is not None else refreshed
+            if now - refreshed > self.period + TIME_RESOLUTION:
+                continue  # its waiter stopped refreshing: gone
+            ticket = int(blob.name[len(self._prefix) :])
+            entries.append(Entry(ticket, blob.metadata.get("lease_id", ""), refreshed))
+        return sorted(entries, key=lambda e: e.ticket)
+
+    def _entry(self, ticket: int) -> Any:
+        return self._container.get_blob_client(f"{self._prefix}{ticket:0{TICKET_DIGITS}d}")
+
+    def _next_ticket(self) -> int:
+        for _ in range(3):
+            try:
+                with unavailable_as("take ticket"):
+                    result = self._tickets.set_sequence_number("increment")
+                return int(result["blob_sequence_number"])
+            except HttpResponseError as error:
+                if error_code(error) not in ("BlobNotFound", "ContainerNotFound"):
+                    raise
+                if error_code(error) == "ContainerNotFound":
+                    create_container_quietly(self._container)
+                with contextlib.suppress(HttpResponseError):
+                    self._tickets.create_page_blob(0, if_none_match="*")
+        raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
+
+
+class LeaseOptions(TypedDict, total=False):
+    """`BlobLease`'s keyword arguments, for the leases built on it (`FairLease`,
+    `LeaseSemaphore`)."""
+
+    period: float
+    container: ContainerClient | None
+    storage: StorageAccount | None
+    owner: Owner | None
+    on_lost: Callable[[LeaseLost], None] | None
+    poll_interval: float
+    publish_owner_at_acquire: bool
+    clock: Callable[[], float]
+    namespace: str | None
+    scope: str | None
 
 
 class BlobLease(BaseLease):
     """A mutual-exclusion lease on `key`, stored as a blob lease (a fresh lease id each time;
-    what each step costs: the library's page).
-
-    `fair=True`: a blocking acquire that finds the key busy waits in line, and a release hands
-    the lease to the first live waiter, so waiters get the key in arrival order. A process that
-    asks again at once may take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters
-    behind it a release keeps the lease a moment for it. `scope`: a function's own keys
-    (`@singleton(scope="function")`); None: the app's."""
+    what each step costs: the library's page). A blocking acquire polls every `poll_interval`
+    s (jittered); `FairLease` waits in line instead. `scope`: a function's own keys
+    (`@singleton(scope="function")`); None: the app's. `clock`: the monotonic clock its period
+    is measured on (a test injects its own)."""
 
     def __init__(
         self,
@@ -53,7 +287,6 @@ class BlobLease(BaseLease):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         publish_owner_at_acquire: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        fair: bool = False,
         namespace: str | None = None,
         scope: str | None = None,
     ) -> None:
@@ -63,15 +296,7 @@ class BlobLease(BaseLease):
         locks = _containers.container(container, _containers.LOCK_CONTAINER, storage)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
         self.namespace = resolve_namespace(namespace)
-        name = blob_name(prefix(self.namespace, scope), key)
-        self._lock = LockBlob(locks, name, key)
-        self.fair = fair
-        self._line = WaitingLine(locks, name, key, self.period) if fair else None
-        self._memory_key = f"{getattr(locks, 'url', '')}/{name}"
-        self._wait: LineWait | None = None  # a blocking acquire's place in line
-        self._turns, self._turns_since = 0, 0.0  # turns in a row of this process (see _line)
-        self._next: Entry | None = None  # the first waiter in line, as last seen
-        self._next_seen_at = float("-inf")
+        self._lock = LockBlob(locks, blob_name(prefix(self.namespace, scope), key), key)
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
@@ -79,29 +304,15 @@ class BlobLease(BaseLease):
         self._lease_id = ""
 
     def _try_acquire(self) -> int | None:
-        wait = self._wait
-        in_line = wait is not None and wait.ticket is not None
-        if self._line is not None and not in_line:
-            memory = lines.memory(self._memory_key)
-            if time.monotonic() - memory.released_at < lines.KEEP_FOR:
-                memory.asks_again = True  # it would have taken a kept lease: keep again
-            token = self._take_kept()
-            if token is not None:
-                return token
-        if wait is not None and not in_line and wait.joins_at_once():
-            wait.join()  # this process just handed the key on: an attempt could only fail
-            return None
-        if wait is not None and in_line:
-            if not wait.asks():
-                return None
-            lease_id = wait.lease_id
-        else:
-            lease_id = str(uuid.uuid4())
+        return self._ask(str(uuid.uuid4()))
+
+    def _ask(self, lease_id: str) -> int | None:
+        """Acquire Lease with `lease_id`, then its fencing token (2 requests); None when
+        someone else holds it (1 request)."""
         try:
             self._lock.acquire(lease_id, self.period)
         except LockBusy:
             return None
-        self._turns, self._turns_since = 1, time.monotonic()
         return self._acquired(lease_id)
 
     def _acquired(self, lease_id: str, token: int | None = None) -> int:
@@ -135,115 +346,11 @@ class BlobLease(BaseLease):
                 log.warning("lease %s: owner record not published: %s", self.key, error)
 
     def _release(self) -> None:
-        token = self.owner.token if self.owner else None
-        if self._line is None:
-            self._lock.release(self._lease_id, token)
-            return
-        if self._may_keep():
-            successor = self._successor()
-            if successor is not None:
-                self._keep(successor, token)
-                return
-        self._hand_on(self._lease_id, token, self._successor(), turns_since=self._turns_since)
+        self._lock.release(self._lease_id, self._released_token())
 
-    def _successor(self) -> Entry | None:
-        """The first live waiter in line (1 request), or the one seen a moment ago."""
-        assert self._line is not None
-        now = time.monotonic()
-        if now - self._next_seen_at <= SUCCESSOR_FRESH:
-            return self._next
-        self._next, self._next_seen_at = None, now
-        for entry in self._line.live():
-            if entry.lease_id and entry.lease_id != self._lease_id:
-                self._next = entry
-                break
-        return self._next
-
-    def _hand_on(
-        self, lease_id: str, token: int | None, successor: Entry | None, turns_since: float | None
-    ) -> None:
-        """Change the lease to `successor`'s lease id (it holds the key now), or release it;
-        `turns_since`: when this process's turns in a row began (None: it was only waiting)."""
-        lines.memory(self._memory_key).released_at = time.monotonic()
-        if successor is None:
-            self._lock.release(lease_id, token)
-            return
-        self._lock.hand_over(lease_id, successor.lease_id, token)
-        now = time.monotonic()
-        held = None if turns_since is None else now - turns_since
-        lines.memory(self._memory_key).handed(successor.ticket, now, held)
-        log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
-
-    def _may_keep(self) -> bool:
-        now = time.monotonic()
-        return (
-            self._clock is time.monotonic
-            and self._turns < lines.TURNS
-            and now - self._turns_since < lines.TURNS_WITHIN
-            and now - self._confirmed_at < self.period / 3 - 1.0
-            and lines.memory(self._memory_key).asks_again
-        )
-
-    def _keep(self, successor: Entry, token: int | None) -> None:
-        lease_id, turns_since = self._lease_id, self._turns_since
-        hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
-        kept = lines.Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
-        kept.successor, kept.successor_seen_at = successor, self._next_seen_at
-        lines.keep(self._memory_key, kept)
-
-    def _take_kept(self) -> int | None:
-        """Take the lease this process keeps for this key, if any: 1 request (the token)."""
-        kept = lines.take(self._memory_key, time.monotonic(), self.period)
-        if kept is None:
-            return None
-        try:
-            token = self._lock.next_token(kept.lease_id)
-        except LeaseError as error:  # expired or taken meanwhile: ask as anyone would
-            log.debug("lease %s: kept lease gone: %s", self.key, error)
-            return None
-        except StorageUnavailable as error:  # may still be ours: hand it on, then ask
-            log.warning("lease %s: kept lease not taken: %s", self.key, error)
-            lines.hand_on(kept)
-            return None
-        self._confirmed_at = min(self._confirmed_at, kept.confirmed_at)  # renewed back then
-        self._turns, self._turns_since = kept.turns + 1, kept.turns_since
-        self._next, self._next_seen_at = kept.successor, kept.successor_seen_at
-        return self._acquired(kept.lease_id, token)
-
-    def _waits(
-        self, timeout: float | None, blocking: bool, poll_interval: float | None
-    ) -> Generator[float, None, None]:
-        if self._line is None:
-            return super()._waits(timeout, blocking, poll_interval)
-        memory = lines.memory(self._memory_key)
-        wait = self._wait = LineWait(self._line, memory, self.period, blocking)
-        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
-
-    def _in_line(
-        self, wait: LineWait, waits: Generator[float, None, None]
-    ) -> Generator[float, None, None]:
-        try:
-            yield from waits
-        finally:
-            self._leave(wait)
-
-    def _leave(self, wait: LineWait) -> None:
-        """The acquire ended: leave the line; a waiter that gave up passes on a lease a holder
-        may have handed it meanwhile (fails harmlessly, 2 requests, if it is not ours)."""
-        if self._line is None or wait.ticket is None:
-            return
-        telemetry.annotate(line_ticket=wait.ticket, line_places=wait.joined_places)
-        try:
-            self._line.leave(wait.ticket)
-        except LeaseError as error:  # the entry goes stale by itself within a period
-            log.warning("lease %s: could not leave the line: %s", self.key, error)
-        if self._token is None:
-            with contextlib.suppress(LeaseError):
-                self._next = None
-                successor = next(
-                    (e for e in self._line.live() if e.ticket != wait.ticket and e.lease_id), None
-                )
-                self._hand_on(wait.lease_id, None, successor, None)
+    def _released_token(self) -> int | None:
+        """The token of the acquisition being released (`release` has cleared `_token`)."""
+        return self.owner.token if self.owner else None
 
     @property
     def name(self) -> str:
@@ -254,10 +361,6 @@ class BlobLease(BaseLease):
     def lease_id(self) -> str:
         """The storage lease id of the current acquisition (needed to write the leased blob)."""
         return self._lease_id
-
-    def waiters(self) -> int:
-        """How many live waiters stand in this key's line (0 unless `fair`): 1 request."""
-        return len(self._line.live()) if self._line is not None else 0
 
 
 def read_lock(

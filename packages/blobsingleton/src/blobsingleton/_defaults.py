@@ -11,6 +11,7 @@ from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount, from_settings
 from blobsingleton._containers import RECORD_CONTAINER, container
 from blobsingleton._keys import namespace as resolve_namespace
+from blobsingleton._line import FairLease
 from blobsingleton._queues import send_message as enqueue
 from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._settings import setting
@@ -46,14 +47,16 @@ def record_store(
     return found[1]
 
 
-def lease(key: str, *, limit: int = 1, **options: Any) -> BaseLease | BlobLease:
-    """The lease a `@singleton` takes: `BlobLease(key, **options)`, or with `limit` above 1 a
-    `LeaseSemaphore` of that many holders."""
+def lease(key: str, *, limit: int = 1, fair: bool = False, **options: Any) -> BaseLease | BlobLease:
+    """The lease a `@singleton` takes: `BlobLease(key, **options)`, `FairLease` if `fair`, or
+    with `limit` above 1 a `LeaseSemaphore` of that many holders."""
     backends = _backends.current()
     if backends is not None:
-        return backends.lease(key, limit=limit, **options)
+        return backends.lease(key, limit=limit, fair=fair, **options)
     if limit > 1:
-        return LeaseSemaphore(key, limit, **options)
+        return LeaseSemaphore(key, limit, fair=fair, **options)
+    if fair:
+        return FairLease(key, **options)
     return BlobLease(key, **options)
 
 

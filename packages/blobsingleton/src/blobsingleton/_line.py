@@ -1,35 +1,26 @@
-"""A waiting line per key, so waiters get a contended lease in arrival order, and what one
-process remembers of the lines it waits in (docs/internals.md)."""
+"""Fair waiting: `FairLease`, a `BlobLease` whose waiters get the key in arrival order, and what
+one process remembers of the lines it waits in (docs/internals.md)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import threading
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
-
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from typing import Unpack
 
 from blobsingleton import _shutdown as shutdown
-from blobsingleton._listing import list_all
-from blobsingleton._storage import (
-    TIME_RESOLUTION,
-    create_container_quietly,
-    epoch,
-    error_code,
-    unavailable_as,
-)
-from blobsingleton.errors import LeaseError
+from blobsingleton import _telemetry as telemetry
+from blobsingleton._blob_lease import BlobLease, Entry, LeaseOptions, WaitingLine
+from blobsingleton._lease import paced
+from blobsingleton.errors import LeaseError, StorageUnavailable
 
 log = logging.getLogger("blobsingleton")
 
-#: Tickets are zero-padded so that the service lists entries in ticket order.
-TICKET_DIGITS = 15
 #: How often a waiter whose place has come up asks for the lease: bounds the handoff time.
 HEAD_POLL = 0.05
 #: The longest a waiter next in line goes without asking (while a long hold runs on).
@@ -53,92 +44,186 @@ LINE_MEMORY = 1.0
 FIRST_PER_PLACE = 0.2
 #: What a handoff adds to a place in line: the next waiter's ask and its fencing token.
 HANDOFF = 0.03
+#: A waiter seen in line this recently is handed the key without listing the line again.
+SUCCESSOR_FRESH = 0.3
 
 
-@dataclass(frozen=True)
-class Entry:
-    ticket: int
-    lease_id: str
-    refreshed_at: float  # epoch seconds, the service's clock
+class FairLease(BlobLease):
+    """A `BlobLease` whose blocking acquire that finds the key busy waits in the key's line,
+    and whose release hands the lease to the first live waiter: waiters get the key in arrival
+    order (what `@singleton(on_busy=Busy.WAIT)` takes). A process that asks again at once may
+    take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters behind it a release keeps
+    the lease a moment for it. Every time it plans with is on `clock`."""
 
+    def __init__(self, key: str, **options: Unpack[LeaseOptions]) -> None:
+        super().__init__(key, **options)
+        self._line = WaitingLine(self._lock.container, self._lock.name, key, self.period)
+        self._memory_key = f"{getattr(self._lock.container, 'url', '')}/{self._lock.name}"
+        self._wait: LineWait | None = None  # a blocking acquire's place in line
+        self._turns, self._turns_since = 0, 0.0  # this process's turns in a row, since when
+        self._next: Entry | None = None  # the first waiter in line, as last seen
+        self._next_seen_at = float("-inf")
 
-class WaitingLine:
-    """The line of one key's lock blob: join, refresh, leave, and who is first."""
+    # -- acquire: wait in line, take a lease this process kept, or ask ---------------------------
+    def _waits(
+        self, timeout: float | None, blocking: bool, poll_interval: float | None
+    ) -> Generator[float, None, None]:
+        memory = line_memory(self._memory_key)
+        wait = self._wait = LineWait(self._line, memory, self.period, blocking, self._clock)
+        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
 
-    def __init__(self, container: Any, lock_blob_name: str, key: str, period: float) -> None:
-        self._container = container
-        self._prefix = f"{lock_blob_name}.line/"
-        self._tickets = container.get_blob_client(f"{lock_blob_name}.tickets")
-        self.key = key
-        self.period = period
+    def _in_line(
+        self, wait: LineWait, waits: Generator[float, None, None]
+    ) -> Generator[float, None, None]:
+        try:
+            yield from waits
+        finally:
+            self._leave(wait)
 
-    def join(self, lease_id: str) -> int:
-        """Take the next ticket and stand in line with `lease_id`: 2 requests."""
-        ticket = self._next_ticket()
-        self.refresh(ticket, lease_id, "join line")
-        return ticket
+    def _try_acquire(self) -> int | None:
+        wait = self._wait
+        if wait is not None and wait.ticket is not None:  # in line: ask when the plan says so
+            return self._first_turn(wait.lease_id) if wait.asks() else None
+        memory = line_memory(self._memory_key)
+        if self._clock() - memory.released_at < KEEP_FOR:
+            memory.asks_again = True  # it would have taken a kept lease: keep again
+        token = self._take_kept()
+        if token is not None:
+            return token
+        if wait is not None and wait.joins_at_once():
+            wait.join()  # this process just handed the key on: an attempt could only fail
+            return None
+        return self._first_turn(str(uuid.uuid4()))
 
-    def refresh(self, ticket: int, lease_id: str, operation: str = "refresh line entry") -> None:
-        """Prove this waiter alive (rewrites the entry, so its Last-Modified moves)."""
-        with unavailable_as(operation):
-            self._entry(ticket).upload_blob(b"", overwrite=True, metadata={"lease_id": lease_id})
+    def _first_turn(self, lease_id: str) -> int | None:
+        """Ask with `lease_id`; once held, this process's turns in a row start over."""
+        token = self._ask(lease_id)
+        if token is not None:
+            self._turns, self._turns_since = 1, self._clock()
+        return token
 
-    def leave(self, ticket: int) -> None:
-        with contextlib.suppress(ResourceNotFoundError), unavailable_as("leave line"):
-            self._entry(ticket).delete_blob()
+    def _take_kept(self) -> int | None:
+        """Take the lease this process keeps for this key, if any: 1 request (the token)."""
+        kept = take(self._memory_key, self._clock(), self.period)
+        if kept is None:
+            return None
+        try:
+            token = self._lock.next_token(kept.lease_id)
+        except LeaseError as error:  # expired or taken meanwhile: ask as anyone would
+            log.debug("lease %s: kept lease gone: %s", self.key, error)
+            return None
+        except StorageUnavailable as error:  # may still be ours: hand it on, then ask
+            log.warning("lease %s: kept lease not taken: %s", self.key, error)
+            hand_on(kept)
+            return None
+        self._confirmed_at = min(self._confirmed_at, kept.confirmed_at)  # renewed back then
+        self._turns, self._turns_since = kept.turns + 1, kept.turns_since
+        self._next, self._next_seen_at = kept.successor, kept.successor_seen_at
+        return self._acquired(kept.lease_id, token)
 
-    def live(self) -> list[Entry]:
-        """The live entries in ticket order (1 request per 5,000 entries)."""
-        entries = []
-        with unavailable_as("list line"):
-            listed, served_at = list_all(self._container, self._prefix)
-        for blob in listed:
-            refreshed = epoch(blob.last_modified) or 0.0
-            now = served_at if served_at is not None else refreshed
-            if now - refreshed > self.period + TIME_RESOLUTION:
-                continue  # its waiter stopped refreshing: gone
-            ticket = int(blob.name[len(self._prefix) :])
-            entries.append(Entry(ticket, blob.metadata.get("lease_id", ""), refreshed))
-        return sorted(entries, key=lambda e: e.ticket)
+    def _leave(self, wait: LineWait) -> None:
+        """The acquire ended: leave the line; a waiter that gave up passes on a lease a holder
+        may have handed it meanwhile (fails harmlessly, 2 requests, if it is not ours)."""
+        if wait.ticket is None:
+            return
+        telemetry.annotate(line_ticket=wait.ticket, line_places=wait.joined_places)
+        try:
+            self._line.leave(wait.ticket)
+        except LeaseError as error:  # the entry goes stale by itself within a period
+            log.warning("lease %s: could not leave the line: %s", self.key, error)
+        if self._token is None:
+            with contextlib.suppress(LeaseError):
+                self._next = None
+                successor = next(
+                    (e for e in self._line.live() if e.ticket != wait.ticket and e.lease_id), None
+                )
+                self._hand_on(wait.lease_id, None, successor, None)
 
-    def _entry(self, ticket: int) -> Any:
-        return self._container.get_blob_client(f"{self._prefix}{ticket:0{TICKET_DIGITS}d}")
+    # -- release: keep the lease for this process's next turn, or hand it on --------------------
+    def _release(self) -> None:
+        token = self._released_token()
+        if self._may_keep():
+            successor = self._successor()
+            if successor is not None:
+                self._keep(successor, token)
+                return
+        self._hand_on(self._lease_id, token, self._successor(), turns_since=self._turns_since)
 
-    def _next_ticket(self) -> int:
-        for _ in range(3):
-            try:
-                with unavailable_as("take ticket"):
-                    result = self._tickets.set_sequence_number("increment")
-                return int(result["blob_sequence_number"])
-            except HttpResponseError as error:
-                if error_code(error) not in ("BlobNotFound", "ContainerNotFound"):
-                    raise
-                if error_code(error) == "ContainerNotFound":
-                    create_container_quietly(self._container)
-                with contextlib.suppress(HttpResponseError):
-                    self._tickets.create_page_blob(0, if_none_match="*")
-        raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
+    def _may_keep(self) -> bool:
+        now = self._clock()
+        return (
+            self._turns < TURNS
+            and now - self._turns_since < TURNS_WITHIN
+            and now - self._confirmed_at < self.period / 3 - 1.0
+            and line_memory(self._memory_key).asks_again
+        )
+
+    def _successor(self) -> Entry | None:
+        """The first live waiter in line (1 request), or the one seen a moment ago."""
+        now = self._clock()
+        if now - self._next_seen_at <= SUCCESSOR_FRESH:
+            return self._next
+        self._next, self._next_seen_at = None, now
+        for entry in self._line.live():
+            if entry.lease_id and entry.lease_id != self._lease_id:
+                self._next = entry
+                break
+        return self._next
+
+    def _hand_on(
+        self, lease_id: str, token: int | None, successor: Entry | None, turns_since: float | None
+    ) -> None:
+        """Change the lease to `successor`'s lease id (it holds the key now), or release it;
+        `turns_since`: when this process's turns in a row began (None: it was only waiting)."""
+        memory = line_memory(self._memory_key)
+        memory.released_at = self._clock()
+        if successor is None:
+            self._lock.release(lease_id, token)
+            return
+        self._lock.hand_over(lease_id, successor.lease_id, token)
+        now = self._clock()
+        memory.handed(successor.ticket, now, None if turns_since is None else now - turns_since)
+        log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
+
+    def _keep(self, successor: Entry, token: int | None) -> None:
+        lease_id, turns_since = self._lease_id, self._turns_since
+        hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
+        kept = Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
+        kept.successor, kept.successor_seen_at = successor, self._next_seen_at
+        keep(self._memory_key, kept)
+
+    def waiters(self) -> int:
+        """How many live waiters stand in this key's line: 1 request."""
+        return len(self._line.live())
 
 
 class LineWait:
     """One blocking acquire's place in a key's line, and when it next asks or looks."""
 
-    def __init__(self, line: WaitingLine, memory: LineMemory, period: float, blocking: bool):
+    def __init__(
+        self,
+        line: WaitingLine,
+        memory: LineMemory,
+        period: float,
+        blocking: bool,
+        clock: Callable[[], float],
+    ) -> None:
         self.line, self.memory, self.period, self.blocking = line, memory, period, blocking
+        self.clock = clock  # the lease's: every time below is on it
         self.ticket: int | None = None  # our place in line, once joined
         self.lease_id = ""  # the lease id we stand in line with
-        self._refreshed_at = self._looked_at = self._moved_at = 0.0  # monotonic
+        self._refreshed_at = self._looked_at = self._moved_at = 0.0  # on `clock`
         self.joined_places = 0
         self._places = 1  # places before ours (the holder's included)
-        self._turn_at = 0.0  # monotonic: when our place should come up
-        self._holder_since = 0.0  # monotonic: about when the holder before us took over
-        self._overdue_from = 0.0  # monotonic: the next in line backs off past this
+        self._turn_at = 0.0  # on `clock`: when our place should come up
+        self._holder_since = 0.0  # on `clock`: about when the holder before us took over
+        self._overdue_from = 0.0  # on `clock`: the next in line backs off past this
         self._probe_next = True  # the next wake asks for the lease (else it lists the line)
         self._look_due = False
 
     def joins_at_once(self) -> bool:
         """This process just handed the key on: an attempt could only fail, so join."""
-        return self.blocking and self.memory.busy(time.monotonic())
+        return self.blocking and self.memory.busy(self.clock())
 
     def asks(self) -> bool:
         """Whether this wake asks for the lease; if it does not get it, the next looks."""
@@ -147,7 +232,7 @@ class LineWait:
 
     def join(self) -> None:
         """Take a ticket and stand in line (2 requests), then plan the first look."""
-        now = time.monotonic()
+        now = self.clock()
         self.lease_id = str(uuid.uuid4())
         self.ticket = self.line.join(self.lease_id)
         self._refreshed_at = self._moved_at = now
@@ -163,7 +248,7 @@ class LineWait:
     def _look(self) -> None:
         """List the line: the places before ours, the holder's included (1 request)."""
         assert self.ticket is not None
-        now = time.monotonic()
+        now = self.clock()
         places = 1 + sum(1 for entry in self.line.live() if entry.ticket < self.ticket)
         if self._looked_at:
             self.memory.moved(self._places - places, now - self._looked_at)
@@ -190,20 +275,20 @@ class LineWait:
             pace = min(seen, memory.per_place)
             self._turn_at = self._looked_at + (self._places - 2 + EARLY_LOOK) * pace
         # Line still for a period: a waiter ahead may be dead, its lease expiring. Ask too.
-        self._probe_next = time.monotonic() - self._moved_at > self.period
+        self._probe_next = self.clock() - self._moved_at > self.period
 
     def next_delay(self) -> float:
         """Seconds until the next wake (joining the line at the first)."""
         if self.ticket is None:
             self.join()
-        elif time.monotonic() - self._refreshed_at > self.period / 3:
+        elif self.clock() - self._refreshed_at > self.period / 3:
             self.line.refresh(self.ticket, self.lease_id)
-            self._refreshed_at = time.monotonic()
+            self._refreshed_at = self.clock()
         elif self._places > 1 and self._look_due:  # woke without the lease: where are we?
             self._look()
             self._plan()
         self._look_due = False
-        now = time.monotonic()
+        now = self.clock()
         if self._places > 1:  # not before the plan; less often while the line stands still
             stalled = now - self._moved_at
             if stalled < STALLED * (self.memory.pace or self.memory.per_place):
@@ -222,11 +307,11 @@ class LineWait:
 class LineMemory:
     """This process's knowledge of one key's line (docs/internals.md)."""
 
-    handed_at: float = float("-inf")  # monotonic
+    handed_at: float = float("-inf")  # times on the clock of the process's leases
     handed_ticket: int | None = None
     per_place: float = FIRST_PER_PLACE  # from this process's own turns: when to ask
     asks_again: bool = True  # this process asks again within KEEP_FOR of a release
-    released_at: float = float("-inf")  # monotonic: its last release (or handoff) of the key
+    released_at: float = float("-inf")  # its last release (or handoff) of the key
     pace: float | None = None  # seconds per place, as seen moving: when to look again
 
     def busy(self, now: float) -> bool:
@@ -259,27 +344,30 @@ class Kept:
     """A lease released by a fair holder of this process, kept for the next turn."""
 
     lease_id: str
-    confirmed_at: float  # monotonic: when the service last confirmed it
+    confirmed_at: float  # on the lease's clock: when the service last confirmed it
     turns: int  # turns taken in a row by this process, including the one just released
-    turns_since: float  # monotonic: when the first of them began
+    turns_since: float  # on the lease's clock: when the first of them began
     hand_on: Callable[[], None]  # gives the lease to the next waiter (or frees it)
     timer: threading.Timer | None = field(default=None, repr=False)
-    successor: Any = None  # the waiter `hand_on` gives it to, for the next turn's release
+    successor: Entry | None = None  # the waiter `hand_on` gives it to, for the next turn's release
     successor_seen_at: float = float("-inf")
 
 
 _memory: dict[str, LineMemory] = {}
 _kept: dict[str, Kept] = {}
 _lock = threading.Lock()
+_exit_hooks_in = False  # whether this process's exit hands kept leases on
 
 
-def memory(lock_url: str) -> LineMemory:
+def line_memory(lock_url: str) -> LineMemory:
+    """What this process knows of the line of the lock blob at `lock_url`."""
     with _lock:
         return _memory.setdefault(lock_url, LineMemory())
 
 
 def keep(lock_url: str, kept: Kept) -> None:
     """Keep `kept` for `KEEP_FOR` seconds; then its timer hands it on unless taken."""
+    _hand_on_at_exit()
     timer = threading.Timer(KEEP_FOR, _expire, args=(lock_url, kept))
     timer.daemon = True
     kept.timer = timer
@@ -299,7 +387,7 @@ def take(lock_url: str, now: float, period: float) -> Kept | None:
         return None
     if kept.timer is not None:
         kept.timer.cancel()
-    memory(lock_url).asks_again = True
+    line_memory(lock_url).asks_again = True
     if now - kept.confirmed_at > period / 3:
         hand_on(kept)  # unrenewed for too long to be trusted with a new turn
         return None
@@ -339,4 +427,12 @@ def hand_on_all() -> int:
     return len(kept)
 
 
-shutdown.also_release(hand_on_all)  # at exit too, a multiprocessing child's included
+def _hand_on_at_exit() -> None:
+    """At the first lease kept in this process: its exit hands kept leases on too (the exit
+    hooks `_shutdown` registers at the first lease held run what `also_release` collects)."""
+    global _exit_hooks_in
+    with _lock:
+        if _exit_hooks_in:
+            return
+        _exit_hooks_in = True
+    shutdown.also_release(hand_on_all)

@@ -6,17 +6,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import time
 import uuid
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Unpack
 
 from azure.core.exceptions import ResourceNotFoundError
 
-from blobsingleton._blob_lease import BlobLease
+from blobsingleton._blob_lease import BlobLease, LeaseOptions, LockBlob, LockBusy, WaitingLine
 from blobsingleton._lease import check_limit, paced, slot_name
-from blobsingleton._line import WaitingLine
-from blobsingleton._lock_blob import LockBlob, LockBusy
 from blobsingleton.errors import LeaseError, StorageUnavailable
 
 log = logging.getLogger("blobsingleton")
@@ -27,8 +24,16 @@ class _SlotWait:
     `limit` live waiters stand before it, and a newcomer only while nobody waits, so a freed slot
     goes to one of the first `limit` waiters (arrival order, within that many)."""
 
-    def __init__(self, line: WaitingLine, limit: int, period: float, interval: float) -> None:
+    def __init__(
+        self,
+        line: WaitingLine,
+        limit: int,
+        period: float,
+        interval: float,
+        clock: Callable[[], float],
+    ) -> None:
         self.line, self.limit, self.period, self.interval = line, limit, period, interval
+        self.clock = clock  # the lease's
         self.ticket: int | None = None
         self.lease_id = str(uuid.uuid4())
         self._refreshed_at = 0.0
@@ -46,7 +51,7 @@ class _SlotWait:
     def next_delay(self) -> float:
         """Seconds until the next attempt; joins the line at the first (2 requests) and keeps
         the entry alive (1 request a third of a period)."""
-        now = time.monotonic()
+        now = self.clock()
         if self.ticket is None:
             self.ticket = self.line.join(self.lease_id)
             self._refreshed_at = now
@@ -72,11 +77,13 @@ class LeaseSemaphore(BlobLease):
     goes to one of the first `limit` of them; a newcomer takes a free slot only while nobody
     waits (one more request per attempt: the line's listing)."""
 
-    def __init__(self, key: str, limit: int, *, fair: bool = False, **options: Any) -> None:
-        super().__init__(key, fair=False, **options)
+    def __init__(
+        self, key: str, limit: int, *, fair: bool = False, **options: Unpack[LeaseOptions]
+    ) -> None:
+        super().__init__(key, **options)
         self.limit = check_limit(limit)
         base = self._lock
-        container = base._container
+        container = base.container
         self._slots = [LockBlob(container, slot_name(base.name, i), key) for i in range(limit)]
         self._lock = self._slots[0]
         self._slot_line = WaitingLine(container, base.name, key, self.period) if fair else None
@@ -111,8 +118,9 @@ class LeaseSemaphore(BlobLease):
         self._slot_wait = None
         if self._slot_line is None or not blocking:
             return super()._waits(timeout, blocking, poll_interval)
+        interval = poll_interval or self.poll_interval
         wait = self._slot_wait = _SlotWait(
-            self._slot_line, self.limit, self.period, poll_interval or self.poll_interval
+            self._slot_line, self.limit, self.period, interval, self._clock
         )
         waits = paced(self.key, self._clock, timeout, blocking, wait.next_delay)
         return self._in_slot_line(wait, waits)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("blobsingleton")
 
 _held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
-#: What else gives leases back at shutdown (`_line.hand_on_all`: leases kept after release).
+#: What else gives leases back at shutdown (`_line.hand_on_all`, once a lease was kept).
 _also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False

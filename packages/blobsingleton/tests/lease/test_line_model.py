@@ -1,4 +1,4 @@
-"""A model check of the waiting line (`BlobLease(fair=True)`), in the spirit of a TLA+ spec.
+"""A model check of the waiting line (`FairLease`), in the spirit of a TLA+ spec.
 
 Blob Storage's lease operations are modelled with their documented semantics (Acquire with a
 proposed id succeeds on a free lease or one that already has that id; Change Lease keeps the
@@ -103,7 +103,7 @@ class LineModel(RuleBasedStateMachine):
         self.ids = itertools.count(1)
         self.tokens_given: list[int] = []
 
-    # -- the protocol, as _blob_lease.py / _line.py implement it ---------------------------------
+    # -- the protocol, as _line.py implements it ---------------------------------
     def _running(self, c: Client) -> bool:
         return c.state != "crashed" and self.storage.now >= c.paused_until
 
