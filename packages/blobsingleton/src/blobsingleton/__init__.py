@@ -9,11 +9,11 @@
 
 The root holds what a user of the decorators and the lease needs. The rest lives in named
 submodules: `errors` (every error), `batches` (what `fn.each(items)` returns), `records`
-(run-once records, for a store of your own),
-`results` (how a result is stored for its duplicates, for a codec of your own),
-`leases` (`BaseLease`, lock state, process exit), `config` (accounts, clients, namespace,
-keys), `events`, `testing` (in-memory backends), `ops`,
-`schedules` (timer schedules as the host reads them, for `{occurrence}` keys).
+(run-once records, for a store of your own), `results` (how a result is stored for its
+duplicates, for a codec of your own), `leases` (`FairLease`, `LeaseSemaphore`, `BaseLease`,
+lock state, process exit), `config` (accounts, clients, namespace, keys), `events`,
+`testing` (in-memory backends), `ops`, `schedules` (timer schedules as the host reads them,
+for `{occurrence}` keys).
 Modules starting with `_` are private. Importing the library registers nothing: the exit hook
 that releases held leases is registered when the process first holds one.
 """
@@ -25,7 +25,6 @@ from blobsingleton._busy import Busy, BusyPolicy
 from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._once import current_run, once
 from blobsingleton._once_handler import Mode
-from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
     AlreadyInProgress,
@@ -40,7 +39,6 @@ __version__ = "0.4.0"
 
 __all__ = [
     "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "BusyPolicy", "LeaseLost",
-    "LeaseSemaphore",
     "LeaseTimeout", "Mode", "PayloadMismatch", "RunLost", "Storage", "StorageAccount",
-    "__version__", "current_lease", "current_run", "once", "singleton",
+    "current_lease", "current_run", "once", "singleton",
 ]  # fmt: skip

@@ -15,8 +15,7 @@ import os
 import sys
 import time
 
-from blobsingleton import LeaseSemaphore
-from blobsingleton.leases import install_signal_handlers
+from blobsingleton.leases import LeaseSemaphore, install_signal_handlers
 
 
 def _count(path: str, delta: int) -> int:

@@ -14,12 +14,12 @@ from azure.storage.blob import BlobLeaseClient
 from blobsingleton import (
     Busy,
     LeaseLost,
-    LeaseSemaphore,
     LeaseTimeout,
     current_lease,
     ops,
     singleton,
 )
+from blobsingleton.leases import LeaseSemaphore
 from blobsingleton.testing import memory_backends
 from libsupport import blob_service, request_counter
 
