@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from blobsingleton import _containers
-from blobsingleton import _telemetry as telemetry
+from blobsingleton import _invocation as telemetry
 from blobsingleton._connection import StorageAccount
+from blobsingleton._invocation import Owner
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._listing import list_all
-from blobsingleton._owner import Owner
 from blobsingleton._storage import (
     TIME_RESOLUTION,
     create_container_quietly,

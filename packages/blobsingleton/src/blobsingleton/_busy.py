@@ -15,12 +15,11 @@ from datetime import timedelta
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _defaults, _keys
-from blobsingleton import _telemetry as telemetry
+from blobsingleton import _invocation as telemetry
 from blobsingleton._connection import StorageAccount
-from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
+from blobsingleton._invocation import Invocation, entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._queues import QueueMessageLike, require_sdk
 from blobsingleton._settings import resolve_placeholders
-from blobsingleton._telemetry import Invocation
 
 log = logging.getLogger("blobsingleton")
 

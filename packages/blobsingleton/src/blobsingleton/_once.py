@@ -26,6 +26,7 @@ from blobsingleton._busy import (
     unguarded,
 )
 from blobsingleton._connection import Storage, StorageAccount
+from blobsingleton._invocation import emit
 from blobsingleton._keys import Scope, function_scope, resolve_key
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
@@ -37,7 +38,6 @@ from blobsingleton._once_handler import (
 from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
 from blobsingleton._singleton import held
-from blobsingleton._telemetry import emit
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")

@@ -27,10 +27,9 @@ from blobsingleton._busy import (
     guarded,
 )
 from blobsingleton._connection import Storage, StorageAccount
-from blobsingleton._invocation import current_invocation_id, off_loop
+from blobsingleton._invocation import Owner, current_invocation_id, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
-from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")

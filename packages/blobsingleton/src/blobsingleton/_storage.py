@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 
-from blobsingleton import _telemetry as telemetry
+from blobsingleton import _invocation as telemetry
 from blobsingleton._azure_sdk import response_hook
 from blobsingleton._connection import refused
 from blobsingleton.errors import StorageUnavailable

@@ -34,14 +34,13 @@ from blobsingleton import _containers
 from blobsingleton._blob_lease import WaitingLine
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._connection import StorageAccount
+from blobsingleton._invocation import Owner, emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
-from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import error_code, retry_on_missing_container, unavailable_as
-from blobsingleton._telemetry import emit
 from blobsingleton.errors import (
     InvalidKey,
     InvalidRequest,
