@@ -16,10 +16,9 @@ from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _defaults, _keys
 from blobsingleton import _invocation as telemetry
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import StorageAccount, resolve_placeholders
 from blobsingleton._invocation import Invocation, entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._queues import QueueMessageLike, require_sdk
-from blobsingleton._settings import resolve_placeholders
 
 log = logging.getLogger("blobsingleton")
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from blobsingleton import _backends
+from blobsingleton import _connection
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._blob_records import BlobRecordStore
-from blobsingleton._connection import StorageAccount, from_settings
-from blobsingleton._containers import RECORD_CONTAINER, container
+from blobsingleton._connection import (
+    RECORD_CONTAINER,
+    StorageAccount,
+    container,
+    from_settings,
+    setting,
+)
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._line import FairLease
 from blobsingleton._queues import send_message as enqueue
 from blobsingleton._semaphore import LeaseSemaphore
-from blobsingleton._settings import setting
 
 if TYPE_CHECKING:
     from blobsingleton._lease import BaseLease
@@ -30,7 +34,7 @@ def record_store(
 ) -> RecordStore:  # fmt: skip
     """The record store a `@once` without `store=` uses: a `BlobRecordStore`, one per account,
     container, namespace and scope (its clients and watcher are kept)."""
-    backends = _backends.current()
+    backends = _connection.current_backends()
     if backends is not None:
         return backends.record_store(storage=storage, namespace=namespace, scope=scope)
     account = storage or from_settings()
@@ -50,7 +54,7 @@ def record_store(
 def lease(key: str, *, limit: int = 1, fair: bool = False, **options: Any) -> BaseLease | BlobLease:
     """The lease a `@singleton` takes: `BlobLease(key, **options)`, `FairLease` if `fair`, or
     with `limit` above 1 a `LeaseSemaphore` of that many holders."""
-    backends = _backends.current()
+    backends = _connection.current_backends()
     if backends is not None:
         return backends.lease(key, limit=limit, fair=fair, **options)
     if limit > 1:
@@ -63,7 +67,7 @@ def lease(key: str, *, limit: int = 1, fair: bool = False, **options: Any) -> Ba
 def send_message(storage: StorageAccount | None, queue: str, body: bytes, delay: int) -> str:
     """Enqueue `body` on `queue`, visible in `delay` s (DEFER's copy): the backends' queue, else
     `storage`'s (default: AzureWebJobsStorage). Returns the new message's id."""
-    backends = _backends.current()
+    backends = _connection.current_backends()
     if backends is not None:
         return backends.send_message(queue, body, delay)
     return enqueue(storage or from_settings(), queue, body, delay)

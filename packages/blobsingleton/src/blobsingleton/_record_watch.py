@@ -17,11 +17,10 @@ from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import _invocation as telemetry
 from blobsingleton import _record_blob
-from blobsingleton._connection import refused
+from blobsingleton._connection import ServiceTime, error_code, refused
 from blobsingleton._invocation import instance_id, thread_target
 from blobsingleton._listing import list_page
 from blobsingleton._records import Record, Status
-from blobsingleton._storage import ServiceTime, error_code
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
