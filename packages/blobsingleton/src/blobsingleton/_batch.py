@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _telemetry as telemetry
+from blobsingleton import _invocation as telemetry
 from blobsingleton._busy import Admission, BusyHandling, F, Guard, find_message
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
 from blobsingleton._once_handler import OnceHandler

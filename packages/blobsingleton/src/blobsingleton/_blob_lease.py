@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from blobsingleton import _containers
-from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import StorageAccount
-from blobsingleton._keys import blob_name, prefix
-from blobsingleton._keys import namespace as resolve_namespace
-from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
-from blobsingleton._listing import list_all
-from blobsingleton._owner import Owner
-from blobsingleton._storage import (
+from blobsingleton import _connection
+from blobsingleton import _invocation as telemetry
+from blobsingleton._connection import (
     TIME_RESOLUTION,
+    StorageAccount,
     create_container_quietly,
     epoch,
     error_code,
     unavailable_as,
 )
+from blobsingleton._invocation import Owner
+from blobsingleton._keys import blob_name, prefix
+from blobsingleton._keys import namespace as resolve_namespace
+from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
+from blobsingleton._listing import list_all
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class BlobLease(BaseLease):
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
-        locks = _containers.container(container, _containers.LOCK_CONTAINER, storage)
+        locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
         self.namespace = resolve_namespace(namespace)
         self._lock = LockBlob(locks, blob_name(prefix(self.namespace, scope), key), key)
@@ -372,6 +372,6 @@ def read_lock(
     scope: str | None = None,
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
-    locks = _containers.container(container, _containers.LOCK_CONTAINER, storage)
+    locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
     named = prefix(resolve_namespace(namespace), scope)
     return LockBlob(locks, blob_name(named, key), key).read()

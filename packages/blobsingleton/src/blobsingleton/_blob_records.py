@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _containers, _record_blob
-from blobsingleton._connection import StorageAccount
-from blobsingleton._keys import blob_name, prefix
-from blobsingleton._keys import namespace as resolve_namespace
-from blobsingleton._listing import list_page
-from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
-from blobsingleton._records import Record, RecordStore, Status
-from blobsingleton._storage import (
+from blobsingleton import _connection, _record_blob
+from blobsingleton._connection import (
     ServiceTime,
+    StorageAccount,
     epoch,
     error_code,
     retry_on_missing_container,
     unavailable_as,
 )
+from blobsingleton._keys import blob_name, prefix
+from blobsingleton._keys import namespace as resolve_namespace
+from blobsingleton._listing import list_page
+from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
+from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class BlobRecordStore(RecordStore):
         namespace: str | None = None,
         scope: str | None = None,
     ) -> None:
-        self._container = _containers.container(container, _containers.RECORD_CONTAINER, storage)
+        self._container = _connection.container(container, _connection.RECORD_CONTAINER, storage)
         self.namespace = resolve_namespace(namespace)
         self.prefix = prefix(self.namespace, scope)
         self._clients: dict[str, BlobClient] = {}

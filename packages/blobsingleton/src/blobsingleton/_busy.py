@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _defaults, _keys
-from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import StorageAccount
-from blobsingleton._invocation import entry_point, in_thread, invocation_scope, off_loop
+from blobsingleton import _invocation as telemetry
+from blobsingleton import _keys
+from blobsingleton._connection import (
+    StorageAccount,
+    current_backends,
+    from_settings,
+    resolve_placeholders,
+)
+from blobsingleton._invocation import Invocation, entry_point, in_thread, invocation_scope, off_loop
 from blobsingleton._queues import QueueMessageLike, require_sdk
-from blobsingleton._settings import resolve_placeholders
-from blobsingleton._telemetry import Invocation
+from blobsingleton._queues import send_message as enqueue
 
 log = logging.getLogger("blobsingleton")
 
@@ -300,7 +304,7 @@ class BusyHandling:
         """Enqueue a copy of `message` on the queue (`%SETTING%` resolved), visible in `delay` s."""
         name = resolve_placeholders(queue)
         seconds = max(1, min(MAX_DELAY, round(delay)))
-        copy_id = _defaults.send_message(self.storage, name, message.get_body(), seconds)
+        copy_id = send_message(self.storage, name, message.get_body(), seconds)
         log.info(  # (the id the message's trigger metadata gave, which a JSON body may replace)
             "deferred message %r on %s by %d s as message %s: %s",
             message.id, name, seconds, copy_id, reason,
@@ -546,3 +550,12 @@ def check_busy_policies(functions: Iterable[Any]) -> None:
         triggers = [str(b.get("type", "")) for b in bindings]
         trigger = next((t for t in triggers if t.endswith("Trigger")), "")
         check_busy_policy(function.get_user_function(), trigger, function.get_function_name())
+
+
+def send_message(storage: StorageAccount | None, queue: str, body: bytes, delay: int) -> str:
+    """Enqueue `body` on `queue`, visible in `delay` s (DEFER's copy): the backends' queue, else
+    `storage`'s (default: AzureWebJobsStorage). Returns the new message's id."""
+    backends = current_backends()
+    if backends is not None:
+        return backends.send_message(queue, body, delay)
+    return enqueue(storage or from_settings(), queue, body, delay)

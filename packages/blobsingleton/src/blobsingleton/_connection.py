@@ -1,25 +1,74 @@
-"""Where the library's blobs and deferred messages live: one storage account (docs/internals.md)."""
+"""Where the library's blobs and deferred messages live and how it talks to the account: app
+settings, one storage account and its clients, the conventional containers, storage errors
+translated in one place, the service's clock, and the backends a test puts in place of Blob
+Storage. Low in the layering: it imports no backend (docs/internals.md)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import importlib
 import os
 import re
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+)
 
-from blobsingleton._settings import setting
-from blobsingleton.errors import CredentialsRefused, InvalidConnectionString, SettingMissing
+from blobsingleton import _invocation as telemetry
+from blobsingleton._azure_sdk import response_hook
+from blobsingleton.errors import (
+    CredentialsRefused,
+    InvalidConnectionString,
+    SettingMissing,
+    StorageUnavailable,
+)
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient, ContainerClient
+
+    from blobsingleton._lease import BaseLease
+    from blobsingleton._records import RecordStore
+
+T = TypeVar("T")
+
+# App settings, read the way the Functions host exposes them: as environment variables.
+
+_PLACEHOLDER = re.compile(r"%([A-Za-z_][A-Za-z0-9_:.\-]*)%")
+
+
+def setting(name: str, default: str | None = None) -> str | None:
+    """The value of app setting `name`, or `default` when it is unset or empty."""
+    value = os.environ.get(name)
+    return value if value else default
+
+
+def require(name: str) -> str:
+    """The value of app setting `name`; `SettingMissing` when it is unset."""
+    value = setting(name)
+    if value is None:
+        raise SettingMissing(name)
+    return value
+
+
+def resolve_placeholders(template: str) -> str:
+    """Replace each `%NAME%` by app setting NAME, as the host does in binding expressions."""
+    return _PLACEHOLDER.sub(lambda m: require(m.group(1)), template)
+
+
+# One storage account and its clients.
 
 #: What a client built here retries a failed request with, unless its options say otherwise:
 #: 3 more attempts about a second apart (at most 4.5 s of waiting), well within a third of the
@@ -250,3 +299,163 @@ def _read_settings(name: str, client_options: dict[str, Any]) -> StorageAccount:
         blob_url=blob, queue_url=queue, credential=credential,
         client_options=client_options, name=name,
     )  # fmt: skip
+
+
+# The containers leases and records live in when none is given.
+
+LOCK_CONTAINER = ("LEASE_CONTAINER", "locks")
+RECORD_CONTAINER = ("RUNONCE_CONTAINER", "runonce")
+
+
+def container(
+    given: ContainerClient | None,
+    convention: tuple[str, str],
+    storage: StorageAccount | None = None,
+) -> ContainerClient:
+    """`given`, else the conventional container of `storage` (default: AzureWebJobsStorage)."""
+    if given is not None:
+        return given
+    name = setting(convention[0], convention[1]) or convention[1]
+    return (storage or from_settings()).blob_service().get_container_client(name)
+
+
+# Storage errors, storage's clock and create-on-missing, in one place.
+#: HTTP dates are whole seconds: the instant may be up to this much later than the value.
+TIME_RESOLUTION = 1.0
+
+
+def error_code(error: BaseException) -> str:
+    """The service's error code of a storage error, as a plain string ("" when none)."""
+    code = getattr(error, "error_code", None)
+    return str(getattr(code, "value", code) or "")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth retrying later: no answer, a timeout, throttling or a server error."""
+    if not isinstance(error, AzureError):
+        return False
+    if not isinstance(error, HttpResponseError):
+        return True  # a transport failure: no answer at all
+    status = error.status_code
+    return status is None or status in (408, 429) or status >= 500
+
+
+@contextlib.contextmanager
+def unavailable_as(operation: str) -> Iterator[None]:
+    """Let answered errors through; turn transient failures into `StorageUnavailable` and
+    credentials the account refuses into `CredentialsRefused` (naming setting and account)."""
+    telemetry.storage(operation)
+    try:
+        yield
+    except AzureError as error:
+        denied = refused(error)
+        if denied is not None:
+            raise denied from None
+        if is_transient(error):
+            raise StorageUnavailable(operation, error) from error
+        raise
+
+
+@contextlib.contextmanager
+def refusal_named() -> Iterator[None]:
+    """Credentials the account refuses as `CredentialsRefused`; every other error unchanged
+    (for callers whose transient failures keep the SDK's errors, as a DEFER's send)."""
+    try:
+        yield
+    except AzureError as error:
+        denied = refused(error)
+        if denied is None:
+            raise
+        raise denied from None
+
+
+def create_container_quietly(container: ContainerClient, **options: Any) -> None:
+    """Create the container; another instance creating it first is success too."""
+    with contextlib.suppress(ResourceExistsError):
+        container.create_container(**options)
+
+
+def retry_on_missing_container(
+    container: ContainerClient, call: Callable[[], T], **options: Any
+) -> T:
+    """Run `call`; if its container does not exist yet, create it and run `call` once more."""
+    try:
+        return call()
+    except HttpResponseError as error:
+        if error_code(error) != "ContainerNotFound":
+            raise
+    create_container_quietly(container, **options)
+    return call()
+
+
+def http_date(text: str | None) -> datetime | None:
+    """An HTTP date header's moment (None: absent or not a date)."""
+    if not text:
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def epoch(moment: datetime | None) -> float | None:
+    """A service timestamp as epoch seconds (naive datetimes are UTC, as the SDK gives them)."""
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+class ServiceTime:
+    """The service's clock at its answer (errors too): pass as a call's `raw_response_hook`,
+    read `.at`. It calls the hook the client was built with, so an app's hook still runs."""
+
+    def __init__(self, client: Any = None) -> None:
+        self.at: float | None = None
+        self._chained = response_hook(client)
+
+    def __call__(self, response: Any) -> None:
+        header = response.http_response.headers.get("Date")
+        if header:
+            self.at = epoch(http_date(header))
+        if self._chained is not None:
+            self._chained(response)
+
+
+# Backends a test puts in place of Blob Storage: leases, record stores, DEFER's queue and the
+# clock a timer's `{occurrence}` is judged at (`blobsingleton.testing.memory_backends`); Blob
+# Storage's are built by the decorators that use them (`_singleton.lease`, `_once.record_store`,
+# `_busy.send_message`) when nothing is set.
+class Backends(Protocol):
+    """Where decorators get their leases, record stores, DEFER's queue and the time a timer's
+    `{occurrence}` is judged at (tests: in memory, on a fake clock)."""
+
+    def record_store(self, **options: Any) -> RecordStore: ...
+
+    def lease(self, key: str, **options: Any) -> BaseLease: ...
+
+    def send_message(self, queue: str, body: bytes, delay: int) -> str: ...
+
+    def now(self) -> datetime: ...
+
+
+_backends: list[Backends] = []  # the backends set: none (Blob Storage's) or one
+
+
+def set_backends(backends: Backends | None) -> Backends | None:
+    """Use `backends` from now on (None: Blob Storage again); returns the previous ones."""
+    previous = _backends[0] if _backends else None
+    _backends.clear()
+    if backends is not None:
+        _backends.append(backends)
+    return previous
+
+
+def current_backends() -> Backends | None:
+    """The backends set (None: Blob Storage's)."""
+    return _backends[0] if _backends else None
+
+
+def backends_now() -> datetime | None:
+    """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
+    clock), else None (the wall clock)."""
+    return _backends[0].now() if _backends else None

@@ -20,9 +20,9 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from blobsingleton import _backends, schedules
+from blobsingleton import schedules
+from blobsingleton._connection import backends_now, resolve_placeholders, setting
 from blobsingleton._queues import QueueMessageLike
-from blobsingleton._settings import resolve_placeholders, setting
 from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
 
 #: Whose keys: a function's own, or the app's (WebJobs' SingletonScope.Function / Host).
@@ -403,7 +403,7 @@ def _occurrence(
         raise KeyTemplateError(template, "occurrence", "needs the timer's schedule= argument")
     try:
         text = resolve_placeholders(schedule)
-        moment = schedules.fired_occurrence(text, timer.schedule_status, now or _backends.now())
+        moment = schedules.fired_occurrence(text, timer.schedule_status, now or backends_now())
     except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence) as error:
         raise KeyTemplateError(template, "occurrence", str(error)) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Self
 
+from blobsingleton import _invocation as telemetry
 from blobsingleton import _shutdown as shutdown
-from blobsingleton import _telemetry as telemetry
 from blobsingleton._invocation import in_thread, off_loop, thread_target
 from blobsingleton.errors import (
     LeaseError,

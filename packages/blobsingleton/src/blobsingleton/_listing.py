@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from blobsingleton._azure_sdk import pipeline_sender
-from blobsingleton._storage import ServiceTime, epoch, http_date
+from blobsingleton._connection import ServiceTime, epoch, http_date
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, overload
 
-from blobsingleton import _batch, _defaults
+from blobsingleton import _batch
+from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -25,8 +26,18 @@ from blobsingleton._busy import (
     guarded,
     unguarded,
 )
-from blobsingleton._connection import Storage, StorageAccount
+from blobsingleton._connection import (
+    RECORD_CONTAINER,
+    Storage,
+    StorageAccount,
+    container,
+    current_backends,
+    from_settings,
+    setting,
+)
+from blobsingleton._invocation import emit
 from blobsingleton._keys import Scope, function_scope, resolve_key
+from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
     Decision,
@@ -37,7 +48,6 @@ from blobsingleton._once_handler import (
 from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
 from blobsingleton._singleton import held
-from blobsingleton._telemetry import emit
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
@@ -227,8 +237,7 @@ def once(
                 log.warning("%s runs without run-once protection: %s", fn.__qualname__, hinted)
                 return unguarded
             handler = OnceHandler(
-                store
-                or _defaults.record_store(storage=account, namespace=namespace, scope=scope_id),
+                store or record_store(storage=account, namespace=namespace, scope=scope_id),
                 resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
@@ -278,3 +287,30 @@ def _records_at(
             "functions that must not share keys a store each)"
         )
     return storage, None, None
+
+
+#: Stores built here, each with the account it was built for (an id is reused once freed).
+_stores: dict[tuple[Any, ...], tuple[StorageAccount, RecordStore]] = {}
+
+
+def record_store(
+    *, storage: StorageAccount | None = None, namespace: str | None = None,
+    scope: str | None = None,
+) -> RecordStore:  # fmt: skip
+    """The record store a `@once` without `store=` uses: a `BlobRecordStore`, one per account,
+    container, namespace and scope (its clients and watcher are kept)."""
+    backends = current_backends()
+    if backends is not None:
+        return backends.record_store(storage=storage, namespace=namespace, scope=scope)
+    account = storage or from_settings()
+    name = setting(RECORD_CONTAINER[0]) or RECORD_CONTAINER[1]
+    ident = (id(account), name, resolve_namespace(namespace), scope)
+    found = _stores.get(ident)
+    if found is None or found[0] is not account:
+        if len(_stores) > 1000:
+            _stores.clear()
+        store = BlobRecordStore(
+            container(None, RECORD_CONTAINER, account), namespace=ident[2], scope=scope
+        )
+        found = _stores[ident] = (account, store)
+    return found[1]

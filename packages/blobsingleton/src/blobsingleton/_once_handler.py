@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeGuard
 
-from blobsingleton._invocation import off_loop, thread_target
+from blobsingleton._invocation import TAKEOVERS, emit, instance_id, off_loop, thread_target
 from blobsingleton._keys import validate_key
-from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status, differing_fields, watches
-from blobsingleton._telemetry import TAKEOVERS, emit
 from blobsingleton.errors import (
     AlreadyInProgress,
     PayloadMismatch,

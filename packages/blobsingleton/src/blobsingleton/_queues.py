@@ -10,8 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
-from blobsingleton._connection import StorageAccount
-from blobsingleton._storage import refusal_named
+from blobsingleton._connection import StorageAccount, refusal_named
 
 
 @runtime_checkable

@@ -6,8 +6,8 @@ import base64
 import binascii
 from typing import Any
 
+from blobsingleton._connection import TIME_RESOLUTION, epoch
 from blobsingleton._records import Record
-from blobsingleton._storage import TIME_RESOLUTION, epoch
 
 #: Metadata key holding the record's JSON (base64), so a listing carries it.
 RECORD_METADATA = "record"

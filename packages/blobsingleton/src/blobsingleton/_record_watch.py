@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
+from blobsingleton import _invocation as telemetry
 from blobsingleton import _record_blob
-from blobsingleton import _telemetry as telemetry
-from blobsingleton._connection import refused
-from blobsingleton._invocation import thread_target
+from blobsingleton._connection import ServiceTime, error_code, refused
+from blobsingleton._invocation import instance_id, thread_target
 from blobsingleton._listing import list_page
-from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, Status
-from blobsingleton._storage import ServiceTime, error_code
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient

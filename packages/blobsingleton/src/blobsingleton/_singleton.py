@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
-from blobsingleton import _defaults
+from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import (
     RUN,
     Admission,
@@ -26,11 +26,12 @@ from blobsingleton._busy import (
     Wait,
     guarded,
 )
-from blobsingleton._connection import Storage, StorageAccount
-from blobsingleton._invocation import current_invocation_id, off_loop
+from blobsingleton._connection import Storage, StorageAccount, current_backends
+from blobsingleton._invocation import Owner, current_invocation_id, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
-from blobsingleton._owner import Owner
+from blobsingleton._line import FairLease
+from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
@@ -219,7 +220,7 @@ def singleton(
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
             leases = [
-                _defaults.lease(
+                default_lease(
                     resolved, limit=limit, period=period, owner=owner, fair=in_line, **where
                 )
                 for resolved in sorted(keys, key=encode_key)
@@ -238,3 +239,19 @@ def _invocation_id(kwargs: dict[str, Any]) -> str:
     `_invocation.invocation_scope`), else, outside a worker, a fresh one."""
     context = kwargs.get("context")
     return str(getattr(context, "invocation_id", "") or current_invocation_id() or uuid.uuid4())
+
+
+def default_lease(
+    key: str, *, limit: int = 1, fair: bool = False, **options: Any
+) -> BaseLease | BlobLease:
+    """The lease a `@singleton` takes: the backends' a test set, else `BlobLease(key,
+    **options)`, `FairLease` if `fair`, or with `limit` above 1 a `LeaseSemaphore` of that many
+    holders."""
+    backends = current_backends()
+    if backends is not None:
+        return backends.lease(key, limit=limit, fair=fair, **options)
+    if limit > 1:
+        return LeaseSemaphore(key, limit, fair=fair, **options)
+    if fair:
+        return FairLease(key, **options)
+    return BlobLease(key, **options)

@@ -30,18 +30,21 @@ from urllib.parse import unquote
 
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _containers
+from blobsingleton import _connection
 from blobsingleton._blob_lease import WaitingLine
 from blobsingleton._blob_records import BlobRecordStore
-from blobsingleton._connection import StorageAccount
+from blobsingleton._connection import (
+    StorageAccount,
+    error_code,
+    retry_on_missing_container,
+    unavailable_as,
+)
+from blobsingleton._invocation import Owner, emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
-from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
-from blobsingleton._storage import error_code, retry_on_missing_container, unavailable_as
-from blobsingleton._telemetry import emit
 from blobsingleton.errors import (
     InvalidKey,
     InvalidRequest,
@@ -186,7 +189,7 @@ def list_locks(
     holder shows once it published its owner record (at its first renewal, or at acquire with
     `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
     (15-60 s) past its last renewal. One listing, plus one per held key for `waiting`."""
-    locks = _containers.container(None, _containers.LOCK_CONTAINER, storage)
+    locks = _connection.container(None, _connection.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(
         locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
@@ -236,7 +239,7 @@ def list_runs(
     after reading, so a page may hold fewer than `limit` items (follow `next`)."""
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
-    records = _containers.container(None, _containers.RECORD_CONTAINER, storage)
+    records = _connection.container(None, _connection.RECORD_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     found, following = _listing(records, ns, validate_prefix(prefix), limit, marker)
     items = []
@@ -251,7 +254,7 @@ def list_runs(
 
 def _audit(storage: StorageAccount | None, action: str, entry: dict[str, Any]) -> str:
     """Write one audit blob (never overwritten); returns its name."""
-    audit = _containers.container(None, AUDIT_CONTAINER, storage)
+    audit = _connection.container(None, AUDIT_CONTAINER, storage)
     now = datetime.now(UTC)
     name = f"{now:%Y/%m/%d}/{now:%H%M%S.%f}-{action}-{uuid.uuid4().hex[:8]}.json"
     body = json.dumps({"action": action, "at": now.isoformat(), **entry}, default=str).encode()
@@ -277,7 +280,7 @@ def break_lock(
     writes."""
     validate_key(key)
     reason = validate_reason(reason)
-    locks = _containers.container(None, _containers.LOCK_CONTAINER, storage)
+    locks = _connection.container(None, _connection.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     name = blob_name(_prefix(ns, scope), key)
     blob = locks.get_blob_client(name if slot is None else slot_name(name, slot))

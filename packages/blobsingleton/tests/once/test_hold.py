@@ -17,9 +17,9 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 from blobsingleton import Busy, once
+from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
 from blobsingleton._record_watch import MAX_TICK, forget_known
-from blobsingleton._storage import TIME_RESOLUTION
 from blobsingleton.errors import RecordConflict
 from blobsingleton.records import BlobRecordStore, Record, Status
 from blobsingleton.testing import RequestCounter, crashed_run

@@ -11,7 +11,7 @@ from typing import Any
 
 from azure.storage.blob import BlobServiceClient
 from blobsingleton import _azure_sdk
-from blobsingleton._storage import ServiceTime
+from blobsingleton._connection import ServiceTime
 
 CONNECTION = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
