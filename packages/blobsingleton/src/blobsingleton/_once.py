@@ -34,7 +34,6 @@ from blobsingleton._once_handler import (
 )
 from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
-from blobsingleton._singleton import held
 from blobsingleton._telemetry import emit
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
@@ -107,8 +106,6 @@ class _RecordGuard(Guard):
         # A claim known as ours only after its record could expire (a create answered 500 after
         # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
         self.handler.ensure_held()
-        leases = held()
-        self.handler.token = leases[0].token if len(leases) == 1 else None
         token = _current.set(self.handler)
         try:
             yield
@@ -196,9 +193,9 @@ def once(
     function unguarded, with a warning, instead of raising `KeyTemplateError`. `schedule`: a
     timer's schedule, for `{occurrence}` keys. `store`: any `RecordStore`; else records are
     blobs of `storage` (default: AzureWebJobsStorage, `runonce`) in `namespace` (default: app
-    setting BLOBSINGLETON_NAMESPACE, else the host id). `under_lease=True`: the function runs
-    in a `@singleton` whose lease covers this key, so a record in progress is a lost run's and
-    is taken over at once (no heartbeat, no timeout to wait out). Async functions never block
+    setting BLOBSINGLETON_NAMESPACE, else the host id). Inside a `@singleton` invocation, a record
+    in progress written under that lease by an earlier holder is taken over at once
+    (`under_lease` is inferred; the argument is ignored). Async functions never block
     the loop; cancelled, they free (or never claim) the key.
 
     Typed as it behaves: under WAIT or a callable, at least once, a call returns what the
@@ -214,7 +211,7 @@ def once(
     if hold_busy < 0:
         raise ValueError(f"hold_busy must be at least 0 seconds, not {hold_busy!r}")
     hold_s = min(hold_busy, wait_timeout) if on_in_progress == Busy.WAIT else hold_busy
-    in_progress_s = 0.0 if under_lease else _seconds(in_progress_timeout)  # the lease is liveness
+    in_progress_s = _seconds(in_progress_timeout)
     retention_s = _seconds(retention)
     busy = BusyHandling(on_in_progress, queue, defer_seconds, storage)
 
@@ -242,7 +239,6 @@ def once(
                 mode=mode,
                 in_progress_timeout=in_progress_s,
                 retention=retention_s,
-                under_lease=under_lease,
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 

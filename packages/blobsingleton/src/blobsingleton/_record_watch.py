@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +18,6 @@ from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import refused
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
-from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, Status
 from blobsingleton._storage import ServiceTime, error_code
 
@@ -29,28 +26,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
-#: First reads gather for GATHER_QUIET s of quiet (GATHER_MAX at most); READ_TIMEOUT bounds a wait.
-GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
 #: Bounds of the pace between ticks (seconds).
 MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
 BACKOFF = 1.5
 #: Watch ticks one waiting delivery pays for, and how many a process may save up.
 TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
-#: Below this share of first looks finding the key completed, creates do not read first.
-CREATE_FIRST_BELOW = 0.5
-#: Above this share of creates lost, creates wait their rank (`create_delay`).
-CONTENDED = 0.3
-#: The ranks of copies spread over this many run durations.
-SPREAD_RUNS = 4.0
 #: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, one page); names
 #: past those are read one by one (large listings cost more than one request: internals.md).
 LIST_SLACK, PAGE_SIZE = 8, 32
 #: Fewer names than this waiting are read one by one.
 MIN_LIST = 2
-#: How long a completed record seen here answers duplicates without a request.
-REMEMBER_SECONDS = 10.0
-REMEMBER_MAX = 20_000
 
 
 @dataclass
@@ -62,8 +48,6 @@ class _Waiter:
     until: float
     #: When it next wants a tick (monotonic).
     due: float = 0.0
-    #: A first read: any state answers it.
-    fresh: bool = False
     #: The pace of its ticks while nothing changes.
     interval: float = FIRST_TICK
     released: threading.Event = field(default_factory=threading.Event)
@@ -93,15 +77,9 @@ class RecordWatch:
         self._waiters: list[_Waiter] = []
         self._thread: threading.Thread | None = None
         self._run_s = FIRST_TICK
-        self._last_arrival = 0.0
         #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
         self._tokens = MAX_TOKENS
         self._last_tick = 0.0
-        #: How often a create here lost to another delivery's (recent, weighted).
-        self._lost = 0.0
-        #: How often a first look found the key completed (recent, weighted).
-        self._completed = CREATE_FIRST_BELOW
-        self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
 
     def watch(
         self, name: str, key: str, etag: str | None, until: float
@@ -115,19 +93,9 @@ class RecordWatch:
             _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )
 
-    def read(self, name: str, key: str) -> Record | None:
-        """Record `name` now (None: absent), read in one listing with others arriving now."""
-        now = time.monotonic()
-        waiter = _Waiter(name, key, None, now + READ_TIMEOUT, due=now + GATHER_MAX, fresh=True)
-        changed, record = self._wait(waiter)
-        if not changed:  # the watcher could not answer (storage trouble): read it alone
-            return self._read(key)
-        return record
-
     def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
         with self._lock:
             self._waiters.append(waiter)
-            self._last_arrival = time.monotonic()
             self._ensure_thread()
             self._lock.notify_all()
         waiter.released.wait(max(0.0, waiter.until - time.monotonic()) + MAX_TICK + 5.0)
@@ -136,60 +104,13 @@ class RecordWatch:
                 self._waiters.remove(waiter)
         return waiter.changed, waiter.record
 
-    def note_first_look(self, completed: bool) -> None:
-        """A delivery's first look at its key found it completed (or not)."""
+    def _note_run(self, record: Record | None) -> None:
+        """A run seen completed: its duration sets the pace of the first tick of later waits."""
+        if record is None or record.status != Status.COMPLETED or record.written_at is None:
+            return
+        seconds = max(MIN_TICK, min(MAX_TICK, record.written_at - record.started_at))
         with self._lock:
-            self._completed = 0.9 * self._completed + 0.1 * (1.0 if completed else 0.0)
-
-    def create_first(self) -> bool:
-        """Whether keys here are seldom found completed, so a create need not read first."""
-        with self._lock:
-            return self._completed < CREATE_FIRST_BELOW
-
-    def note_create(self, lost: bool) -> None:
-        """A create here lost to another delivery's (or won)."""
-        with self._lock:
-            self._lost = 0.9 * self._lost + 0.1 * (1.0 if lost else 0.0)
-
-    def create_delay(self, key: str) -> float:
-        """Where creates often lose, a delay before creating: this instance's rank for `key`
-        (a hash of both, the same in all its processes) times SPREAD_RUNS runs; else 0."""
-        with self._lock:
-            if self._lost < CONTENDED:
-                return 0.0
-            spread = SPREAD_RUNS * self._run_s
-        digest = hashlib.sha256(f"{instance_id()}/{key}".encode()).digest()
-        return spread * int.from_bytes(digest[:2], "big") / 65536.0
-
-    def note_run(self, seconds: float) -> None:
-        """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
-        with self._lock:
-            self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
-
-    def known(self, name: str) -> Record | None:
-        """A completed record of `name` seen here lately (a copy; its read time advanced)."""
-        with self._lock:
-            entry = self._known.get(name)
-            if entry is None:
-                return None
-            record, seen = entry
-            age = time.monotonic() - seen
-            if age > REMEMBER_SECONDS or record.read_at is None:
-                del self._known[name]
-                return None
-        aged = record.with_(read_at=record.read_at + age)
-        return None if aged.expired() else aged
-
-    def remember(self, name: str, record: Record | None) -> None:
-        """Keep a completed record (anything else, or None, forgets `name`)."""
-        with self._lock:
-            if record is None or record.status != Status.COMPLETED or record.read_at is None:
-                self._known.pop(name, None)
-                return
-            self._known[name] = (record, time.monotonic())
-            self._known.move_to_end(name)
-            while len(self._known) > REMEMBER_MAX:
-                self._known.popitem(last=False)
+            self._run_s = 0.7 * self._run_s + 0.3 * seconds
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -206,30 +127,21 @@ class RecordWatch:
                         self._thread = None
                         return
                 now = time.monotonic()
-                quiet = self._last_arrival + GATHER_QUIET
                 paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
-                due = min(
-                    min(w.due, w.until, quiet) if w.fresh else max(min(w.due, w.until), paid)
-                    for w in self._waiters
-                )
+                due = min(max(min(w.due, w.until), paid) for w in self._waiters)
                 if due > now:
                     self._lock.wait(due - now)
                     continue  # a new waiter may be due sooner
                 waiting = list(self._waiters)
-                if not any(w.fresh for w in waiting):
-                    self._tokens = max(0.0, self._tokens - 1.0)
+                self._tokens = max(0.0, self._tokens - 1.0)
                 self._last_tick = now
             try:
-                seen = {w.name: w.etag for w in waiting if not w.fresh}
-                seen.update({w.name: None for w in waiting if w.fresh})
+                seen = {w.name: w.etag for w in waiting}
                 states = self._ask(sorted(seen), seen)
             except Exception as error:  # storage trouble: waiters stay until their deadline
                 if refused(error) is None:  # (a refusal: each caller's own read raises it)
                     log.warning("run-once watch: %r", error)
                 states = {}
-                for w in waiting:
-                    if w.fresh:
-                        self._done(w)  # read alone by its caller
             self._release(waiting, states)
 
     def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
@@ -237,13 +149,14 @@ class RecordWatch:
         for waiter in waiting:
             state = states.get(waiter.name)
             if state is not None:  # (an absent record's etag is None, as a waiter's that saw none)
-                changed = waiter.fresh or _bare(state.etag) != _bare(waiter.etag)
+                changed = _bare(state.etag) != _bare(waiter.etag)
                 if changed and state.present and state.record is None:
                     state.record = self._read(waiter.key)
                     if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
                         changed = False
                 if changed:
                     waiter.changed, waiter.record = True, state.record if state.present else None
+                    self._note_run(waiter.record)
                     self._done(waiter)
                     continue
                 if state.record is not None:
@@ -291,8 +204,6 @@ class RecordWatch:
                 item.metadata, etag, item.last_modified, page.served_at
             )
             states[item.name] = _State(True, etag, record)
-            if record is not None and record.status == Status.COMPLETED:
-                self.remember(item.name, record)
         if not page.next_marker:
             return "\uffff"
         return page.items[-1].name if page.items else ""
@@ -343,12 +254,3 @@ def watch_for(
         if found is None:
             found = _watches[ident] = RecordWatch(container, prefix, read)
         return found
-
-
-def forget_known() -> None:
-    """Forget every completed record remembered in this process (as a new process would)."""
-    with _watches_lock:
-        watches = list(_watches.values())
-    for found in watches:
-        with found._lock:
-            found._known.clear()

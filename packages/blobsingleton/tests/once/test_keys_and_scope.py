@@ -145,7 +145,7 @@ def test_two_singletons_on_one_function_are_refused_when_decorated() -> None:
 
 def test_a_singleton_over_a_once_is_one_singleton() -> None:
     @singleton("a-{x}")
-    @once("a-{x}", under_lease=True)
+    @once("a-{x}")
     def work(x: str) -> None: ...
 
 
@@ -169,7 +169,7 @@ def test_current_run_shows_key_attempt_and_token() -> None:
         seen: dict[str, Any] = {}
 
         @singleton("night-{day}", scope="app")
-        @once("night-{day}", scope="app", under_lease=True)
+        @once("night-{day}", scope="app")
         def night(day: str) -> None:
             run = current_run()
             seen.update(key=run.key, attempt=run.attempt, token=run.token)

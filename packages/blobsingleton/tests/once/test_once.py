@@ -12,7 +12,7 @@ import azure.functions as func
 import pytest
 from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._record_watch import forget_known as forget_known_records
+from blobsingleton._record_speed import forget_known as forget_known_records
 from blobsingleton._storage import TIME_RESOLUTION
 from blobsingleton.records import BlobRecordStore, Status
 from blobsingleton.testing import crashed_run

@@ -75,7 +75,7 @@ def _app_with(busy: Busy) -> func.FunctionApp:
 
     @app.queue_trigger(arg_name="msg", queue_name="imports", connection="AzureWebJobsStorage")
     @singleton("import-{account}", on_busy=Busy.DEFER, queue="imports")
-    @once("import-{account}", on_in_progress=Busy.DEFER, queue="imports", under_lease=True)
+    @once("import-{account}", on_in_progress=Busy.DEFER, queue="imports")
     def import_account(msg: func.QueueMessage) -> None: ...
 
     return app
@@ -119,7 +119,7 @@ def test_a_defer_under_another_decorator_is_found_at_indexing() -> None:
 
     @app.event_grid_trigger(arg_name="event")
     @singleton("order-{Id}", on_busy=Busy.WAIT, scope="app")
-    @once("order-{Id}", on_in_progress=Busy.DEFER, queue="q", under_lease=True)
+    @once("order-{Id}", on_in_progress=Busy.DEFER, queue="q")
     def on_order(event):  # type: ignore[no-untyped-def]
         return None
 
