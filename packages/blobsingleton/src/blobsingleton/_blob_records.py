@@ -7,6 +7,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
 from blobsingleton._record_speed import forget
 from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
-from blobsingleton._records import Record, RecordStore
+from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._storage import (
     ServiceTime,
     epoch,
@@ -107,9 +108,13 @@ class BlobRecordStore(RecordStore):
         return self._write(record, "create run-once record", creates=True, overwrite=False)
 
     def replace(self, record: Record, etag: str) -> Record:
-        """One upload with If-Match."""
-        return self._write(record, "update run-once record", overwrite=True, etag=etag,
-                           match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        """One upload with If-Match. (A completion tells the watcher how long runs take here:
+        the pace of its first tick, `RecordWatch.note_run`.)"""
+        written = self._write(record, "update run-once record", overwrite=True, etag=etag,
+                              match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        if record.status == Status.COMPLETED:
+            self._watch().note_run(time.time() - record.started_at)
+        return written
 
     def delete(self, key: str, etag: str) -> None:
         """One delete with If-Match."""

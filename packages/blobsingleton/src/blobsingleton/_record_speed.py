@@ -240,6 +240,8 @@ class FastRecords(RecordStore):
             try:
                 if len(gathered.keys) > 1:
                     gathered.found = self.get_many(sorted(gathered.keys))
+            except Exception:  # storage trouble: each reads its own key (whose error is raised)
+                gathered.found = {}
             finally:
                 gathered.done.set()
         else:

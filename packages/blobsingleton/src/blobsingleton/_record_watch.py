@@ -18,7 +18,7 @@ from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import refused
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
-from blobsingleton._records import Record, Status
+from blobsingleton._records import Record
 from blobsingleton._storage import ServiceTime, error_code
 
 if TYPE_CHECKING:
@@ -104,13 +104,10 @@ class RecordWatch:
                 self._waiters.remove(waiter)
         return waiter.changed, waiter.record
 
-    def _note_run(self, record: Record | None) -> None:
-        """A run seen completed: its duration sets the pace of the first tick of later waits."""
-        if record is None or record.status != Status.COMPLETED or record.written_at is None:
-            return
-        seconds = max(MIN_TICK, min(MAX_TICK, record.written_at - record.started_at))
+    def note_run(self, seconds: float) -> None:
+        """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
         with self._lock:
-            self._run_s = 0.7 * self._run_s + 0.3 * seconds
+            self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -156,7 +153,6 @@ class RecordWatch:
                         changed = False
                 if changed:
                     waiter.changed, waiter.record = True, state.record if state.present else None
-                    self._note_run(waiter.record)
                     self._done(waiter)
                     continue
                 if state.record is not None:
