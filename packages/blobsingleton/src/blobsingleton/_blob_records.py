@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
+#: A look-up of this many keys at most (first looks arriving together) is the watcher's: one
+#: request with every key waiting in the process (`RecordWatch.read_many`).
+WATCHED_LOOKUP = 16
 #: A batch's look-up (`get_many`): pages of LOOKUP_SLACK names per key (LOOKUP_PAGE at most,
 #: the service's limit), LOOKUP_PAGES pages at most; keys past them are read one by one.
 LOOKUP_SLACK, LOOKUP_PAGE, LOOKUP_PAGES = 8, 5000, 2
@@ -128,13 +131,15 @@ class BlobRecordStore(RecordStore):
         return self._watch().watch(self._name(key), key, etag, until)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
-        """One List Blobs with metadata over the longest common prefix of the keys' blob names
-        (LOOKUP_PAGES pages at most): each listed record (one over 4 KB from its summary, its
-        result `_record_blob.IN_BODY`), None for a key whose name the listing passed without
-        finding it; a key not reached, or listed without either, is left out."""
+        """Up to WATCHED_LOOKUP keys: read at the watcher's next tick, with the keys waiting in
+        the process (one request, `RecordWatch.read_many`). More: one List Blobs with metadata
+        over the longest common prefix of the keys' blob names (LOOKUP_PAGES pages at most):
+        each listed record (one over 4 KB from its summary, its result
+        `_record_blob.IN_BODY`), None for a key whose name the listing passed without finding
+        it; a key not reached, or listed without either, is left out."""
         names = {self._name(key): key for key in keys}
-        if len(names) < 2:  # one name: a listing would cost what its read costs
-            return {}
+        if len(names) <= WATCHED_LOOKUP:  # a few: at the watcher's next tick, with its keys
+            return self._watch().read_many(names)
         ordered = sorted(names)
         common = os.path.commonprefix(ordered)  # noqa: RUF071 - by character, as List Blobs
         size = min(LOOKUP_PAGE, LOOKUP_SLACK * len(ordered))

@@ -238,8 +238,7 @@ class FastRecords(RecordStore):
                         break
                 time.sleep(due - now)
             try:
-                if len(gathered.keys) > 1:
-                    gathered.found = self.get_many(sorted(gathered.keys))
+                gathered.found = self.get_many(sorted(gathered.keys))
             except Exception:  # storage trouble: each reads its own key (whose error is raised)
                 gathered.found = {}
             finally:

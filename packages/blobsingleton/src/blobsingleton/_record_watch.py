@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
+#: How long a look (`read_many`) waits for its tick at most.
+READ_TIMEOUT = 10.0
 #: Bounds of the pace between ticks (seconds).
 MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
@@ -50,6 +52,8 @@ class _Waiter:
     due: float = 0.0
     #: The pace of its ticks while nothing changes.
     interval: float = FIRST_TICK
+    #: A look (`read_many`): any state answers it, at the next tick, which it needs no token for.
+    fresh: bool = False
     released: threading.Event = field(default_factory=threading.Event)
     #: What the record is when released (None: absent).
     record: Record | None = None
@@ -93,6 +97,23 @@ class RecordWatch:
             _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )
 
+    def read_many(self, names: dict[str, str]) -> dict[str, Record | None]:
+        """The records of blob `names` (name: key) now, read at the next tick with every key
+        waiting in the process (None: absent); a name the tick could not answer (storage
+        trouble) is left out."""
+        now = time.monotonic()
+        looks = [_Waiter(name, key, None, now + READ_TIMEOUT, due=now, fresh=True)
+                 for name, key in names.items()]  # fmt: skip
+        with self._lock:
+            self._waiters.extend(looks)
+            self._ensure_thread()
+            self._lock.notify_all()
+        for look in looks:
+            look.released.wait(max(0.0, look.until - time.monotonic()) + MAX_TICK + 5.0)
+        with self._lock:
+            self._waiters[:] = [w for w in self._waiters if w not in looks]
+        return {look.key: look.record for look in looks if look.changed}
+
     def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
         with self._lock:
             self._waiters.append(waiter)
@@ -125,20 +146,28 @@ class RecordWatch:
                         return
                 now = time.monotonic()
                 paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
-                due = min(max(min(w.due, w.until), paid) for w in self._waiters)
+                due = min(
+                    min(w.due, w.until) if w.fresh else max(min(w.due, w.until), paid)
+                    for w in self._waiters
+                )
                 if due > now:
                     self._lock.wait(due - now)
                     continue  # a new waiter may be due sooner
                 waiting = list(self._waiters)
-                self._tokens = max(0.0, self._tokens - 1.0)
+                if not any(w.fresh for w in waiting):
+                    self._tokens = max(0.0, self._tokens - 1.0)
                 self._last_tick = now
             try:
-                seen = {w.name: w.etag for w in waiting}
+                seen = {w.name: w.etag for w in waiting if not w.fresh}
+                seen.update({w.name: None for w in waiting if w.fresh})
                 states = self._ask(sorted(seen), seen)
             except Exception as error:  # storage trouble: waiters stay until their deadline
                 if refused(error) is None:  # (a refusal: each caller's own read raises it)
                     log.warning("run-once watch: %r", error)
                 states = {}
+                for w in waiting:
+                    if w.fresh:
+                        self._done(w)  # unanswered: read alone by its caller
             self._release(waiting, states)
 
     def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
@@ -146,7 +175,7 @@ class RecordWatch:
         for waiter in waiting:
             state = states.get(waiter.name)
             if state is not None:  # (an absent record's etag is None, as a waiter's that saw none)
-                changed = _bare(state.etag) != _bare(waiter.etag)
+                changed = waiter.fresh or _bare(state.etag) != _bare(waiter.etag)
                 if changed and state.present and state.record is None:
                     state.record = self._read(waiter.key)
                     if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
