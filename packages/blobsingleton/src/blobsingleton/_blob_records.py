@@ -19,7 +19,7 @@ from blobsingleton._connection import StorageAccount
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
-from blobsingleton._record_speed import forget
+from blobsingleton._record_speed import forget, remember_seen
 from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton._storage import (
@@ -98,8 +98,14 @@ class BlobRecordStore(RecordStore):
 
     def _watch(self) -> RecordWatch:
         if self._watcher is None:
-            self._watcher = watch_for(self._container, self.prefix, self._read_key)
+            self._watcher = watch_for(self._container, self.prefix, self._read_key, self._seen)
         return self._watcher
+
+    def _seen(self, name: str, record: Record) -> None:
+        """A completed record the watcher listed: the speed layer remembers it (a name of this
+        store's, not another scope's under a common prefix)."""
+        if self._name(record.key) == name:
+            remember_seen(self, record)
 
     def get(self, key: str) -> Record | None:
         """One download (None: no such blob, or no container yet)."""

@@ -106,6 +106,24 @@ def forget(store: RecordStore, key: str) -> None:
         learnt.known.pop(key, None)
 
 
+def remember_seen(store: RecordStore, record: Record) -> None:
+    """Remember a completed `record` the store saw on its own (a listing's neighbours), so its
+    key's duplicates here are answered without a request."""
+    _remember_in(_learnt_for(store), record.key, record)
+
+
+def _remember_in(learnt: _Learnt, key: str, record: Record | None) -> None:
+    """Keep a completed record (anything else, or None, forgets `key`)."""
+    with learnt.lock:
+        if record is None or record.status != Status.COMPLETED or record.read_at is None:
+            learnt.known.pop(key, None)
+            return
+        learnt.known[key] = (record, time.monotonic())
+        learnt.known.move_to_end(key)
+        while len(learnt.known) > REMEMBER_MAX:
+            learnt.known.popitem(last=False)
+
+
 def forget_known() -> None:
     """Forget every completed record remembered in this process (as a new process would)."""
     with _learnt_lock:
@@ -264,16 +282,7 @@ class FastRecords(RecordStore):
         return None if aged.expired() else aged
 
     def _remember(self, key: str, record: Record | None) -> None:
-        """Keep a completed record (anything else, or None, forgets `key`)."""
-        learnt = self._learnt
-        with learnt.lock:
-            if record is None or record.status != Status.COMPLETED or record.read_at is None:
-                learnt.known.pop(key, None)
-                return
-            learnt.known[key] = (record, time.monotonic())
-            learnt.known.move_to_end(key)
-            while len(learnt.known) > REMEMBER_MAX:
-                learnt.known.popitem(last=False)
+        _remember_in(self._learnt, key, record)
 
     def _note_absent(self, key: str) -> None:
         with self._learnt.lock:

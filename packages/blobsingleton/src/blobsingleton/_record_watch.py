@@ -18,7 +18,7 @@ from blobsingleton import _telemetry as telemetry
 from blobsingleton._connection import refused
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
-from blobsingleton._records import Record
+from blobsingleton._records import Record, Status
 from blobsingleton._storage import ServiceTime, error_code
 
 if TYPE_CHECKING:
@@ -71,12 +71,16 @@ class _State:
 
 class RecordWatch:
     def __init__(
-        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
-    ) -> None:
-        """`read(key)`: a plain read of one record, for a listing that carries none."""
+        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+        seen: Callable[[str, Record], None] = lambda name, record: None,
+    ) -> None:  # fmt: skip
+        """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
+        record)`: told of each completed record a listing carries (neighbours of the keys
+        asked for too), for the speed layer to remember."""
         self._container = container
         self._prefix = f"{prefix}/"
         self._read = read
+        self._seen = seen
         self._lock = threading.Condition()
         self._waiters: list[_Waiter] = []
         self._thread: threading.Thread | None = None
@@ -229,6 +233,8 @@ class RecordWatch:
                 item.metadata, etag, item.last_modified, page.served_at
             )
             states[item.name] = _State(True, etag, record)
+            if record is not None and record.status == Status.COMPLETED:
+                self._seen(item.name, record)
         if not page.next_marker:
             return "\uffff"
         return page.items[-1].name if page.items else ""
@@ -270,12 +276,13 @@ _watches_lock = threading.Lock()
 
 
 def watch_for(
-    container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
-) -> RecordWatch:
+    container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+    seen: Callable[[str, Record], None],
+) -> RecordWatch:  # fmt: skip
     """The process's watcher of the records under `prefix` in `container` (made on first use)."""
     ident = (f"{container.url}", prefix)
     with _watches_lock:
         found = _watches.get(ident)
         if found is None:
-            found = _watches[ident] = RecordWatch(container, prefix, read)
+            found = _watches[ident] = RecordWatch(container, prefix, read, seen)
         return found
