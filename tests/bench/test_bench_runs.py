@@ -24,9 +24,12 @@ def test_storm_ours_sends_each_event_once_and_no_guard_sends_each_to_every_insta
         assert row["latency_p50_s"] <= row["latency_p99_s"]
         assert row["queue_requests_per_event"] > 0
     assert result["ours_wall_vs_unguarded"] > 0
+    cpu = ours["client_cpu_ms_per_event"] / none["client_cpu_ms_per_event"]
+    assert result["ours_client_cpu_vs_unguarded"] == round(cpu, 2)
     checked = result["targets_checked"]
     assert {"no_duplicates", "none_missing", "blob_requests_per_event"} <= set(checked)
     assert "wall_vs_unguarded" not in checked  # judged from 8 instances
+    assert "client_cpu_vs_unguarded" not in checked  # likewise
     assert result["targets_met"] == all(checked.values())
 
 
@@ -40,7 +43,8 @@ def test_storm_rounds_report_the_median_round_and_judge_every_round(bench_env: s
     assert all((r["ours_duplicates"], r["ours_missing"]) == (0, 0) for r in rounds)
     ratios = sorted(r["ours_latency_p50_vs_powertools"] for r in rounds)
     assert result["ours_latency_p50_vs_powertools"] == ratios[1]
-    assert result["targets_checked"]["latency_p50_vs_powertools"] == (ratios[1] <= 1.5)
+    # one instance: at most Powertools-style's (issue 40)
+    assert result["targets_checked"]["latency_p50_vs_powertools_one_instance"] == (ratios[1] <= 1)
     assert result["alternatives"]["ours"]["emails"] == 4
 
 

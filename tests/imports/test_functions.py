@@ -12,7 +12,7 @@ import pytest
 from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
 from blobsingleton.config import scope_of
-from blobsingleton.records import BlobRecordStore
+from blobsingleton.records import BlobRecordStore, Record, Status
 from blobsingleton.schedules import fired_occurrence
 from blobsingleton.testing import crashed_run
 
@@ -138,8 +138,8 @@ def test_a_busy_account_defers_the_message(imports_env: ImportsEnv) -> None:
 def test_an_in_progress_record_found_under_the_lease_is_taken_over_at_once(
     imports_env: ImportsEnv,
 ) -> None:
-    """A crashed run left its in-progress record (written, like every run's, with timeout 0);
-    whoever holds the lease next takes it over at once instead of waiting for a timeout."""
+    """A crashed run left its in-progress record, expired by now; whoever holds the lease next
+    takes it over at once."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
     crashed_run(RUN_RECORDS(), f"import-acme-{NIGHT}", 0)
     started = time.monotonic()
@@ -153,10 +153,17 @@ def test_an_in_progress_record_found_under_the_lease_is_taken_over_at_once(
 def test_a_record_that_still_looks_live_under_the_lease_is_a_lost_run_taken_over(
     imports_env: ImportsEnv,
 ) -> None:
-    """Written with a long timeout by a holder that lost the lease (crashed, or paused and
-    fenced off): under the lease it can only be that, so it is taken over now, not waited out."""
+    """Written with a long timeout under the account's lease by a holder that lost it (crashed,
+    or paused and fenced off): a later holder (a higher token) knows it can only be that, so
+    it is taken over now, not waited out (the record names the lease and token it ran under)."""
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(10))))
-    crashed_run(RUN_RECORDS(), f"import-acme-{NIGHT}", 300)
+    with BlobLease("import-acme") as lost:  # the holder that then crashed
+        now = time.time()
+        RUN_RECORDS().put_if_absent(
+            Record(key=f"import-acme-{NIGHT}", status=Status.IN_PROGRESS, started_at=now,
+                   expires_at=now + 300, ttl=300.0, owner="crashed-instance", lease=lost.key,
+                   token=lost.token)
+        )  # fmt: skip
     import_account(message("acme"))
     assert queue_count(imports_env.queue) == 0  # not deferred
     assert len(imports_env.members("acme")) == 10

@@ -17,13 +17,13 @@ from blobsingleton._busy import Admission, BusyHandling, F, Guard, find_message
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
 from blobsingleton._once_handler import OnceHandler
 from blobsingleton._record_blob import IN_BODY
+from blobsingleton._record_speed import plain
 from blobsingleton._records import (
     Record,
     RecordStore,
     Status,
     differing_fields,
     reads_many,
-    watches,
 )
 from blobsingleton._results import Results
 from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
@@ -211,6 +211,9 @@ class _Prefetched(RecordStore):
     def delete(self, key: str, etag: str) -> None:
         self.inner.delete(key, etag)
 
+    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
+        return self.inner.watch(key, etag, until)  # (`watches` asks the store inside)
+
     def stored_in_body(self, key: str) -> Record | None:
         """The completed record listed for `key` whose result is in its body (taken), or None."""
         with self._lock:
@@ -223,11 +226,6 @@ class _Prefetched(RecordStore):
             return self._found.pop(key)
 
 
-class _PrefetchedWatching(_Prefetched):
-    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
-        return self.inner.watch(key, etag, until)
-
-
 def _look_up(guards: Sequence[Guard | None]) -> None:
     """One look-up of every guarded key per store (where the store can), then each item's
     claim starts from what it found."""
@@ -237,7 +235,8 @@ def _look_up(guards: Sequence[Guard | None]) -> None:
         if isinstance(handler, OnceHandler):
             store = handler.store
             store = store.inner if isinstance(store, _Prefetched) else store  # a second look
-            stores.setdefault(id(store), (store, []))[1].append(handler)
+            # (each handler's speed layer is its own wrapper of one store: grouped by the store)
+            stores.setdefault(id(plain(store)), (store, []))[1].append(handler)
     for store, handlers in stores.values():
         if len(handlers) < 2 or not reads_many(store):
             continue
@@ -246,8 +245,7 @@ def _look_up(guards: Sequence[Guard | None]) -> None:
         except Exception as error:  # each key's own claim reads what it needs
             log.warning("run-once batch: %d keys not looked up at once: %r", len(handlers), error)
             continue
-        wrapper = _PrefetchedWatching if watches(store) else _Prefetched
-        prefetched = wrapper(store, found, [handler.key for handler in handlers])
+        prefetched = _Prefetched(store, found, [handler.key for handler in handlers])
         for handler in handlers:
             handler.store = prefetched
 

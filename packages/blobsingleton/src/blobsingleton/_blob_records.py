@@ -1,4 +1,5 @@
-"""Run-once records as block blobs, written with If-None-Match / If-Match (docs/internals.md)."""
+"""Run-once records as block blobs, written with If-None-Match / If-Match: each operation one
+request, as the lock blob's; the speed is beside it, in `_record_speed` (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import functools
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from blobsingleton._connection import (
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
+from blobsingleton._record_speed import forget, remember_seen
 from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
 from blobsingleton._records import Record, RecordStore, Status
 from blobsingleton.errors import RecordConflict
@@ -36,13 +37,12 @@ if TYPE_CHECKING:
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
-#: How long a delivery that lost a create race waits for the watcher to see the winner's record.
-LOST_RACE_WAIT = 2.0
+#: A look-up of this many keys at most (first looks arriving together) is the watcher's: one
+#: request with every key waiting in the process (`RecordWatch.read_many`).
+WATCHED_LOOKUP = 16
 #: A batch's look-up (`get_many`): pages of LOOKUP_SLACK names per key (LOOKUP_PAGE at most,
 #: the service's limit), LOOKUP_PAGES pages at most; keys past them are read one by one.
 LOOKUP_SLACK, LOOKUP_PAGE, LOOKUP_PAGES = 8, 5000, 2
-#: Names a look-up saw absent, so their creates need not look again (the most recent kept).
-_KEPT_ABSENT = 20_000
 
 
 @contextlib.contextmanager
@@ -77,8 +77,6 @@ class BlobRecordStore(RecordStore):
         self._clients: dict[str, BlobClient] = {}
         self._clients_lock = threading.Lock()
         self._watcher: RecordWatch | None = None
-        #: Names a batch's look-up just saw absent: their creates skip the look first.
-        self._absent: OrderedDict[str, None] = OrderedDict()
 
     def _name(self, key: str) -> str:
         return blob_name(self.prefix, key)
@@ -93,74 +91,61 @@ class BlobRecordStore(RecordStore):
                 client = self._clients[name] = self._container.get_blob_client(name)
             return client
 
+    @property
+    def speed_key(self) -> tuple[str, str]:
+        """What the speed layer learns per (every store of one container and prefix shares it)."""
+        return (self._container.url, self.prefix)
+
     def _watch(self) -> RecordWatch:
         if self._watcher is None:
-            self._watcher = watch_for(self._container, self.prefix, self._read_key)
+            self._watcher = watch_for(self._container, self.prefix, self._read_key, self._seen)
         return self._watcher
 
+    def _seen(self, name: str, record: Record) -> None:
+        """A completed record the watcher listed: the speed layer remembers it (a name of this
+        store's, not another scope's under a common prefix)."""
+        if self._name(record.key) == name:
+            remember_seen(self, record)
+
     def get(self, key: str) -> Record | None:
-        name = self._name(key)
-        known = self._watch().known(name)
-        if known is not None:
-            return known
-        record = self._read(self._blob(name))
-        self._watch().remember(name, record)
-        return record
+        """One download (None: no such blob, or no container yet)."""
+        return self._read(self._blob(self._name(key)))
 
     def put_if_absent(self, record: Record) -> Record:
-        name, watch = self._name(record.key), self._watch()
-        found = watch.known(name)
-        # A batch's look-up just saw it absent: no look first, no rank to wait (its own turn).
-        listed_absent = found is None and self._seen_absent(name)
-        delay = watch.create_delay(record.key) if found is None and not listed_absent else 0.0
-        if found is None and delay <= 0 and not listed_absent and not watch.create_first():
-            found = watch.read(name, record.key)  # keys here are mostly found done: look
-        if delay > 0:  # copies race here: the one ranked first creates, the others see it
-            changed, latest = watch.watch(name, record.key, None, time.monotonic() + delay)
-            found = latest if changed else None
-        if found is not None:
-            watch.note_first_look(found.status == Status.COMPLETED)
-            raise RecordConflict("exists", existing=found)
-        try:
-            written = self._write(record, "create run-once record", creates=True,
-                                  overwrite=False)  # fmt: skip
-        except RecordConflict:
-            watch.note_create(lost=True)
-            until = time.monotonic() + LOST_RACE_WAIT
-            changed, latest = watch.watch(name, record.key, None, until)
-            if changed and latest is not None:
-                watch.note_first_look(latest.status == Status.COMPLETED)
-                raise RecordConflict("BlobAlreadyExists", existing=latest) from None
-            raise
-        watch.note_create(lost=False)
-        watch.note_first_look(False)
-        return written
+        """One upload with If-None-Match: * (and, only if the container is missing, its create
+        and the upload again)."""
+        return self._write(record, "create run-once record", creates=True, overwrite=False)
 
     def replace(self, record: Record, etag: str) -> Record:
+        """One upload with If-Match. (A completion tells the watcher how long runs take here:
+        the pace of its first tick, `RecordWatch.note_run`.)"""
         written = self._write(record, "update run-once record", overwrite=True, etag=etag,
                               match_condition=MatchConditions.IfNotModified)  # fmt: skip
         if record.status == Status.COMPLETED:
             self._watch().note_run(time.time() - record.started_at)
-        self._watch().remember(self._name(record.key), written)
         return written
 
     def delete(self, key: str, etag: str) -> None:
-        name = self._name(key)
-        self._watch().remember(name, None)
+        """One delete with If-Match."""
+        forget(self, key)  # a completion remembered in this process is gone too
         with _translated("delete run-once record"):
-            self._blob(name).delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+            self._blob(self._name(key)).delete_blob(
+                etag=etag, match_condition=MatchConditions.IfNotModified
+            )
 
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
         return self._watch().watch(self._name(key), key, etag, until)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
-        """One List Blobs with metadata over the longest common prefix of the keys' blob names
-        (LOOKUP_PAGES pages at most): each listed record (one over 4 KB from its summary, its
-        result `_record_blob.IN_BODY`), None for a key whose name the listing passed without
-        finding it; a key not reached, or listed without either, is left out."""
+        """Up to WATCHED_LOOKUP keys: read at the watcher's next tick, with the keys waiting in
+        the process (one request, `RecordWatch.read_many`). More: one List Blobs with metadata
+        over the longest common prefix of the keys' blob names (LOOKUP_PAGES pages at most):
+        each listed record (one over 4 KB from its summary, its result
+        `_record_blob.IN_BODY`), None for a key whose name the listing passed without finding
+        it; a key not reached, or listed without either, is left out."""
         names = {self._name(key): key for key in keys}
-        if len(names) < 2:  # one name: a listing would cost what its read costs
-            return {}
+        if len(names) <= WATCHED_LOOKUP:  # a few: at the watcher's next tick, with its keys
+            return self._watch().read_many(names)
         ordered = sorted(names)
         common = os.path.commonprefix(ordered)  # noqa: RUF071 - by character, as List Blobs
         size = min(LOOKUP_PAGE, LOOKUP_SLACK * len(ordered))
@@ -185,8 +170,6 @@ class BlobRecordStore(RecordStore):
                 )  # fmt: skip
                 if record is not None:
                     found[key] = record
-                    if record.result is not _record_blob.IN_BODY:
-                        self._watch().remember(item.name, record)
             marker = page.next_marker
             covered = "\uffff" if not marker else (page.items[-1].name if page.items else covered)
             if covered >= ordered[-1]:
@@ -194,20 +177,7 @@ class BlobRecordStore(RecordStore):
         for name in ordered:
             if name <= covered and name not in listed:
                 found[names[name]] = None
-                self._note_absent(name)
         return found
-
-    def _note_absent(self, name: str) -> None:
-        with self._clients_lock:
-            self._absent[name] = None
-            self._absent.move_to_end(name)
-            while len(self._absent) > _KEPT_ABSENT:
-                self._absent.popitem(last=False)
-
-    def _seen_absent(self, name: str) -> bool:
-        """Whether a batch's look-up just saw `name` absent (once: later creates as usual)."""
-        with self._clients_lock:
-            return self._absent.pop(name, 0) is None
 
     def _write(self, record: Record, operation: str, *, creates: bool = False,
                **conditions: Any) -> Record:  # fmt: skip

@@ -47,7 +47,6 @@ from blobsingleton._once_handler import (
 )
 from blobsingleton._records import RecordStore, payload_hash
 from blobsingleton._results import ResultCodec, Results
-from blobsingleton._singleton import held
 from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
@@ -119,8 +118,6 @@ class _RecordGuard(Guard):
         # A claim known as ours only after its record could expire (a create answered 500 after
         # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
         self.handler.ensure_held()
-        leases = held()
-        self.handler.token = leases[0].token if len(leases) == 1 else None
         token = _current.set(self.handler)
         try:
             yield
@@ -200,10 +197,11 @@ def once(
     timer's schedule, for `{occurrence}` keys. `storage`: where the records live, blobs of a
     `StorageAccount` or of a `Storage(account, namespace)` (default: AzureWebJobsStorage,
     `runonce`, namespace BLOBSINGLETON_NAMESPACE else the host id), or any `RecordStore` (which
-    keeps the keys it is given: no `scope`). Run inside a `@singleton` whose lease covers the
-    key, a record in progress is a lost run's and is taken over at once. Async functions never
-    block the loop; cancelled, they free (or never claim) the key. Mistakes (an unknown busy
-    policy, `Busy.DEFER` without its queue, `scope` with a `RecordStore`) raise when decorated.
+    keeps the keys it is given: no `scope`). Inside a `@singleton` invocation, a record in
+    progress written under that lease by an earlier holder is taken over at once (inferred
+    from the lease held). Async functions never block the loop; cancelled, they free (or
+    never claim) the key. Mistakes (an unknown busy policy, `Busy.DEFER` without its queue,
+    `scope` with a `RecordStore`) raise when decorated.
 
     Typed as it behaves: under wait or a callable, at least once, a call returns what the
     function returns (or raises); with skip, defer or AT_MOST_ONCE it may return None.
@@ -241,11 +239,8 @@ def once(
                 resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
-                # Under a `@singleton`'s lease the lease is liveness (a bridge until the
-                # handler infers it itself: the engine branch).
-                in_progress_timeout=0.0 if held() else in_progress_s,
+                in_progress_timeout=in_progress_s,
                 retention=retention_s,
-                under_lease=bool(held()),
             )
             return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 

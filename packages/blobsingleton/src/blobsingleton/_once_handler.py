@@ -16,9 +16,12 @@ from typing import Any, TypeGuard
 
 from blobsingleton._invocation import TAKEOVERS, emit, instance_id, off_loop, thread_target
 from blobsingleton._keys import validate_key
+from blobsingleton._record_speed import fast
 from blobsingleton._records import Record, RecordStore, Status, differing_fields, watches
+from blobsingleton._singleton import held
 from blobsingleton.errors import (
     AlreadyInProgress,
+    LeaseNotHeld,
     PayloadMismatch,
     RecordConflict,
     RunLost,
@@ -76,17 +79,20 @@ class OnceHandler:
         in_progress_timeout: float = DEFAULT_IN_PROGRESS_TIMEOUT,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
-        under_lease: bool = False,
     ) -> None:
-        """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time."""
-        self.store = store
+        """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time.
+        `store` is used behind the speed layer (`_record_speed`) unless it opts out. Made
+        inside a `@singleton` invocation holding one lease, its records carry that lease's key
+        and token (see `_lease_lost_by`)."""
+        self.store = fast(store)
         self.key = validate_key(key)
         self.payload = payload
         self.mode = mode
         self.in_progress_timeout = in_progress_timeout
         self.retention = retention
         self.clock = clock
-        self.under_lease = under_lease
+        #: The `@singleton` lease this run is under: its key ("" none) and fencing token.
+        self.lease, self.token = _lease_held()
         #: Set when a heartbeat finds the record changed: another delivery took the key over.
         self.lost = threading.Event()
         self._claimed: Record | None = None
@@ -97,8 +103,6 @@ class OnceHandler:
         self._confirmed_at: float | None = None
         #: This delivery's claim id, written into every record it writes (see `_ours`).
         self._claim_id = uuid.uuid4().hex
-        #: The fencing token of the `@singleton` lease this run is under (None: none).
-        self.token: int | None = None
 
     @property
     def attempt(self) -> int:
@@ -141,7 +145,7 @@ class OnceHandler:
             if not record.expired():
                 return Outcome(Decision.STORED, record)
             return self._in_progress(1)  # retention over: a new run
-        if not record.expired() and not self.under_lease:
+        if not record.expired() and not self._lease_lost_by(record):
             return Outcome(Decision.BUSY, record)
         if self.mode == Mode.AT_MOST_ONCE:
             log.warning(
@@ -155,6 +159,14 @@ class OnceHandler:
         emit("takeover", key=self.key, attempt=record.attempt + 1, previous_owner=record.owner)
         TAKEOVERS.add(1)
         return self._in_progress(record.attempt + 1)
+
+    def _lease_lost_by(self, record: Record) -> bool:
+        """Whether `record` was written under the lease this run holds, by an earlier holder
+        (a lower token): that holder lost the lease or died, so its run is over."""
+        return (
+            self.token is not None and record.lease == self.lease
+            and record.token is not None and record.token < self.token
+        )  # fmt: skip
 
     def hold(self, outcome: Outcome, seconds: float) -> Outcome:
         """A BUSY `outcome` held up to `seconds` while the store watches the record, decided
@@ -265,7 +277,7 @@ class OnceHandler:
             key=self.key, status=Status.IN_PROGRESS, started_at=now,
             expires_at=now + self.in_progress_timeout, payload_hash=self.payload,
             owner=instance_id(), attempt=attempt, ttl=self.in_progress_timeout,
-            claim=self._claim_id,
+            claim=self._claim_id, lease=self.lease, token=self.token,
         )  # fmt: skip
 
     def _claim(self, record: Record, sent_at: float) -> Outcome:
@@ -364,6 +376,17 @@ class OnceHandler:
 
     def busy_error(self, record: Record) -> AlreadyInProgress:
         return AlreadyInProgress(self.key, record.expires_at)
+
+
+def _lease_held() -> tuple[str, int | None]:
+    """The key and token of the one lease the running `@singleton` invocation holds."""
+    leases = held()
+    if len(leases) != 1:
+        return "", None
+    try:
+        return leases[0].key, leases[0].token
+    except LeaseNotHeld:  # lost since: no lease to write under
+        return "", None
 
 
 def _aged(record: Record, seconds: float) -> Record:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,7 +16,7 @@ from azure.core.exceptions import HttpResponseError
 from blobsingleton import _invocation as telemetry
 from blobsingleton import _record_blob
 from blobsingleton._connection import ServiceTime, error_code, refused
-from blobsingleton._invocation import instance_id, thread_target
+from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
 from blobsingleton._records import Record, Status
 
@@ -27,28 +25,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
-#: First reads gather for GATHER_QUIET s of quiet (GATHER_MAX at most); READ_TIMEOUT bounds a wait.
-GATHER_QUIET, GATHER_MAX, READ_TIMEOUT = 0.004, 0.015, 10.0
+#: How long a look (`read_many`) waits for its tick at most.
+READ_TIMEOUT = 10.0
 #: Bounds of the pace between ticks (seconds).
 MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
 #: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
 BACKOFF = 1.5
 #: Watch ticks one waiting delivery pays for, and how many a process may save up.
 TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
-#: Below this share of first looks finding the key completed, creates do not read first.
-CREATE_FIRST_BELOW = 0.5
-#: Above this share of creates lost, creates wait their rank (`create_delay`).
-CONTENDED = 0.3
-#: The ranks of copies spread over this many run durations.
-SPREAD_RUNS = 4.0
 #: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, one page); names
 #: past those are read one by one (large listings cost more than one request: internals.md).
 LIST_SLACK, PAGE_SIZE = 8, 32
 #: Fewer names than this waiting are read one by one.
 MIN_LIST = 2
-#: How long a completed record seen here answers duplicates without a request.
-REMEMBER_SECONDS = 10.0
-REMEMBER_MAX = 20_000
 
 
 @dataclass
@@ -60,10 +49,10 @@ class _Waiter:
     until: float
     #: When it next wants a tick (monotonic).
     due: float = 0.0
-    #: A first read: any state answers it.
-    fresh: bool = False
     #: The pace of its ticks while nothing changes.
     interval: float = FIRST_TICK
+    #: A look (`read_many`): any state answers it, at the next tick, which it needs no token for.
+    fresh: bool = False
     released: threading.Event = field(default_factory=threading.Event)
     #: What the record is when released (None: absent).
     record: Record | None = None
@@ -81,25 +70,23 @@ class _State:
 
 class RecordWatch:
     def __init__(
-        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
-    ) -> None:
-        """`read(key)`: a plain read of one record, for a listing that carries none."""
+        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+        seen: Callable[[str, Record], None] = lambda name, record: None,
+    ) -> None:  # fmt: skip
+        """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
+        record)`: told of each completed record a listing carries (neighbours of the keys
+        asked for too), for the speed layer to remember."""
         self._container = container
         self._prefix = f"{prefix}/"
         self._read = read
+        self._seen = seen
         self._lock = threading.Condition()
         self._waiters: list[_Waiter] = []
         self._thread: threading.Thread | None = None
         self._run_s = FIRST_TICK
-        self._last_arrival = 0.0
         #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
         self._tokens = MAX_TOKENS
         self._last_tick = 0.0
-        #: How often a create here lost to another delivery's (recent, weighted).
-        self._lost = 0.0
-        #: How often a first look found the key completed (recent, weighted).
-        self._completed = CREATE_FIRST_BELOW
-        self._known: OrderedDict[str, tuple[Record, float]] = OrderedDict()
 
     def watch(
         self, name: str, key: str, etag: str | None, until: float
@@ -113,19 +100,26 @@ class RecordWatch:
             _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )
 
-    def read(self, name: str, key: str) -> Record | None:
-        """Record `name` now (None: absent), read in one listing with others arriving now."""
+    def read_many(self, names: dict[str, str]) -> dict[str, Record | None]:
+        """The records of blob `names` (name: key) now, read at the next tick with every key
+        waiting in the process (None: absent); a name the tick could not answer (storage
+        trouble) is left out."""
         now = time.monotonic()
-        waiter = _Waiter(name, key, None, now + READ_TIMEOUT, due=now + GATHER_MAX, fresh=True)
-        changed, record = self._wait(waiter)
-        if not changed:  # the watcher could not answer (storage trouble): read it alone
-            return self._read(key)
-        return record
+        looks = [_Waiter(name, key, None, now + READ_TIMEOUT, due=now, fresh=True)
+                 for name, key in names.items()]  # fmt: skip
+        with self._lock:
+            self._waiters.extend(looks)
+            self._ensure_thread()
+            self._lock.notify_all()
+        for look in looks:
+            look.released.wait(max(0.0, look.until - time.monotonic()) + MAX_TICK + 5.0)
+        with self._lock:
+            self._waiters[:] = [w for w in self._waiters if w not in looks]
+        return {look.key: look.record for look in looks if look.changed}
 
     def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
         with self._lock:
             self._waiters.append(waiter)
-            self._last_arrival = time.monotonic()
             self._ensure_thread()
             self._lock.notify_all()
         waiter.released.wait(max(0.0, waiter.until - time.monotonic()) + MAX_TICK + 5.0)
@@ -134,60 +128,10 @@ class RecordWatch:
                 self._waiters.remove(waiter)
         return waiter.changed, waiter.record
 
-    def note_first_look(self, completed: bool) -> None:
-        """A delivery's first look at its key found it completed (or not)."""
-        with self._lock:
-            self._completed = 0.9 * self._completed + 0.1 * (1.0 if completed else 0.0)
-
-    def create_first(self) -> bool:
-        """Whether keys here are seldom found completed, so a create need not read first."""
-        with self._lock:
-            return self._completed < CREATE_FIRST_BELOW
-
-    def note_create(self, lost: bool) -> None:
-        """A create here lost to another delivery's (or won)."""
-        with self._lock:
-            self._lost = 0.9 * self._lost + 0.1 * (1.0 if lost else 0.0)
-
-    def create_delay(self, key: str) -> float:
-        """Where creates often lose, a delay before creating: this instance's rank for `key`
-        (a hash of both, the same in all its processes) times SPREAD_RUNS runs; else 0."""
-        with self._lock:
-            if self._lost < CONTENDED:
-                return 0.0
-            spread = SPREAD_RUNS * self._run_s
-        digest = hashlib.sha256(f"{instance_id()}/{key}".encode()).digest()
-        return spread * int.from_bytes(digest[:2], "big") / 65536.0
-
     def note_run(self, seconds: float) -> None:
         """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
         with self._lock:
             self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
-
-    def known(self, name: str) -> Record | None:
-        """A completed record of `name` seen here lately (a copy; its read time advanced)."""
-        with self._lock:
-            entry = self._known.get(name)
-            if entry is None:
-                return None
-            record, seen = entry
-            age = time.monotonic() - seen
-            if age > REMEMBER_SECONDS or record.read_at is None:
-                del self._known[name]
-                return None
-        aged = record.with_(read_at=record.read_at + age)
-        return None if aged.expired() else aged
-
-    def remember(self, name: str, record: Record | None) -> None:
-        """Keep a completed record (anything else, or None, forgets `name`)."""
-        with self._lock:
-            if record is None or record.status != Status.COMPLETED or record.read_at is None:
-                self._known.pop(name, None)
-                return
-            self._known[name] = (record, time.monotonic())
-            self._known.move_to_end(name)
-            while len(self._known) > REMEMBER_MAX:
-                self._known.popitem(last=False)
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -204,10 +148,9 @@ class RecordWatch:
                         self._thread = None
                         return
                 now = time.monotonic()
-                quiet = self._last_arrival + GATHER_QUIET
                 paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
                 due = min(
-                    min(w.due, w.until, quiet) if w.fresh else max(min(w.due, w.until), paid)
+                    min(w.due, w.until) if w.fresh else max(min(w.due, w.until), paid)
                     for w in self._waiters
                 )
                 if due > now:
@@ -227,7 +170,7 @@ class RecordWatch:
                 states = {}
                 for w in waiting:
                     if w.fresh:
-                        self._done(w)  # read alone by its caller
+                        self._done(w)  # unanswered: read alone by its caller
             self._release(waiting, states)
 
     def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
@@ -290,7 +233,7 @@ class RecordWatch:
             )
             states[item.name] = _State(True, etag, record)
             if record is not None and record.status == Status.COMPLETED:
-                self.remember(item.name, record)
+                self._seen(item.name, record)
         if not page.next_marker:
             return "\uffff"
         return page.items[-1].name if page.items else ""
@@ -332,21 +275,13 @@ _watches_lock = threading.Lock()
 
 
 def watch_for(
-    container: ContainerClient, prefix: str, read: Callable[[str], Record | None]
-) -> RecordWatch:
+    container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+    seen: Callable[[str, Record], None],
+) -> RecordWatch:  # fmt: skip
     """The process's watcher of the records under `prefix` in `container` (made on first use)."""
     ident = (f"{container.url}", prefix)
     with _watches_lock:
         found = _watches.get(ident)
         if found is None:
-            found = _watches[ident] = RecordWatch(container, prefix, read)
+            found = _watches[ident] = RecordWatch(container, prefix, read, seen)
         return found
-
-
-def forget_known() -> None:
-    """Forget every completed record remembered in this process (as a new process would)."""
-    with _watches_lock:
-        watches = list(_watches.values())
-    for found in watches:
-        with found._lock:
-            found._known.clear()

@@ -37,6 +37,10 @@ class Record:
     attempt: int = 1
     #: The writing delivery's random claim id: a writer whose answer was lost knows its record.
     claim: str = ""
+    #: The `@singleton` lease the writer ran under (its key and fencing token; "" and None:
+    #: none): a holder of a later token of that lease takes the record over at once.
+    lease: str = ""
+    token: int | None = None
     etag: str | None = None
     #: Seconds it lives after its last write, in storage's time (None: `expires_at` decides).
     ttl: float | None = None
@@ -111,7 +115,14 @@ class RecordStore(ABC):
     """Persistence of run-once records: four operations, each one storage request. A returned
     record carries its etag and, where the store can tell, `written_at` and `read_at` in
     storage's time (for a write: when storage answered). A conflict is `RecordConflict`, with
-    the record now there as `existing` if the store knows it."""
+    the record now there as `existing` if the store knows it.
+
+    `@once` puts the speed layer (`_record_speed`: remembered completions, look-first or
+    create-first, ranked creates under contention) between its handler and any store; a store
+    class that sets `speed_layer = False` gets exactly its own calls."""
+
+    #: False: `@once` calls this store's operations as they are, with no speed layer between.
+    speed_layer: bool = True
 
     @abstractmethod
     def get(self, key: str) -> Record | None:
@@ -143,9 +154,17 @@ class RecordStore(ABC):
         raise NotImplementedError
 
 
+def _innermost(store: RecordStore) -> RecordStore:
+    """The store a wrapper (the speed layer, a batch's look-up) passes its calls on to."""
+    inner = getattr(store, "inner", None)
+    while isinstance(inner, RecordStore):
+        store, inner = inner, getattr(inner, "inner", None)
+    return store
+
+
 def reads_many(store: RecordStore) -> bool:
-    return type(store).get_many is not RecordStore.get_many
+    return type(_innermost(store)).get_many is not RecordStore.get_many
 
 
 def watches(store: RecordStore) -> bool:
-    return type(store).watch is not RecordStore.watch
+    return type(_innermost(store)).watch is not RecordStore.watch

@@ -92,7 +92,10 @@ class FakeClock:
 
 class MemoryRecordStore(RecordStore):
     """Run-once records in a dict, with the blob store's conditional writes. `clock` stands
-    for storage's (`written_at`, `read_at`); `requests` counts calls."""
+    for storage's (`written_at`, `read_at`); `requests` counts calls. No speed layer: calls
+    cost nothing to save, and the records' times are `clock`'s, not the process's."""
+
+    speed_layer = False
 
     def __init__(self, clock: Any = None) -> None:
         self.clock = clock or FakeClock()
@@ -478,9 +481,9 @@ __all__ = [
 def forget_remembered_records() -> None:
     """Forget the completed records this process remembers for 10 s, so the next look goes to
     storage as a new process's would (for tests and benchmarks that count requests)."""
-    from blobsingleton import _record_watch
+    from blobsingleton import _record_speed
 
-    _record_watch.forget_known()
+    _record_speed.forget_known()
 
 
 # Trigger arguments built by azure-functions' own converters (the package is imported when a

@@ -19,7 +19,8 @@ from azure.storage.blob import ContainerClient
 from blobsingleton import Busy, once
 from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._record_watch import MAX_TICK, forget_known
+from blobsingleton._record_speed import _learnt_for, fast, forget_known
+from blobsingleton._record_watch import MAX_TICK
 from blobsingleton.errors import RecordConflict
 from blobsingleton.records import BlobRecordStore, Record, Status
 from blobsingleton.testing import RequestCounter, crashed_run
@@ -160,8 +161,9 @@ def test_first_looks_at_the_same_moment_share_one_listing(storage_env: str) -> N
         Record(key="seen-00", status=Status.COMPLETED, expires_at=now + 60, started_at=now,
                ttl=60.0)
     )  # fmt: skip
-    store._watch()._completed = 1.0  # first looks here find keys done: a create looks first
+    _learnt_for(store).completed = 1.0  # first looks here find keys done: a create looks first
     forget_known()
+    layered = fast(store)
     request_counter.reset()
     start = threading.Barrier(16)
     found: dict[str, Record | None] = {}
@@ -170,8 +172,8 @@ def test_first_looks_at_the_same_moment_share_one_listing(storage_env: str) -> N
         key = f"seen-{i:02d}"
         start.wait()
         try:
-            store.put_if_absent(Record(key=key, status=Status.IN_PROGRESS, expires_at=now + 60,
-                                       started_at=now, ttl=60.0))  # fmt: skip
+            layered.put_if_absent(Record(key=key, status=Status.IN_PROGRESS, expires_at=now + 60,
+                                         started_at=now, ttl=60.0))  # fmt: skip
             found[key] = None
         except RecordConflict as conflict:
             found[key] = conflict.existing
@@ -215,8 +217,8 @@ def _racing_store(run_s: float) -> tuple[BlobRecordStore, RequestCounter]:
     )  # fmt: skip
     store = BlobRecordStore(container)
     crashed_run(store, f"warm-{uuid.uuid4().hex}", 60.0)  # the container exists
-    watch = store._watch()
-    watch._lost, watch._run_s = 1.0, run_s
+    learnt = _learnt_for(store)
+    learnt.lost, learnt.run_s = 1.0, run_s
     return store, counter
 
 
@@ -224,7 +226,7 @@ def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racin
     storage_env: str,
 ) -> None:
     store, counter = _racing_store(0.5)
-    watch = store._watch()
+    watch = fast(store)
     key = next(k for k in (f"ranked-{i}" for i in range(200)) if watch.create_delay(k) > 1.0)
     assert watch.create_delay(key) == watch.create_delay(key) <= 4 * 0.5  # a fixed rank
     handler = OnceHandler(store, key, in_progress_timeout=60.0)
@@ -245,8 +247,8 @@ def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
     storage_env: str,
 ) -> None:
     store, counter = _racing_store(0.05)
-    store._watch()._completed = 1.0  # first looks found keys done (so no create-first)
-    key = min((f"first-{i}" for i in range(200)), key=store._watch().create_delay)  # first
+    _learnt_for(store).completed = 1.0  # first looks found keys done (so no create-first)
+    key = min((f"first-{i}" for i in range(200)), key=fast(store).create_delay)  # first
     forget_known()
     counter.reset()
     outcome = OnceHandler(store, key, in_progress_timeout=60.0).begin()

@@ -105,13 +105,15 @@ def test_under_a_lease_a_crashed_runs_record_is_taken_over_at_once() -> None:
         def night(day: str) -> None:
             sent.append(day)
 
-        crashed = memory.records.put_if_absent(
+        crashed = memory.records.put_if_absent(  # an earlier holder's (token 0) run
             Record(
                 key="night-mon",
                 status=Status.IN_PROGRESS,
                 expires_at=0.0,
                 started_at=0.0,
                 ttl=3600.0,
+                lease="night-mon",
+                token=0,
             )
         )
         assert crashed.status == Status.IN_PROGRESS
