@@ -1,8 +1,11 @@
 """Run-once records as block blobs, written with If-None-Match / If-Match: each operation one
-request, as the lock blob's; the speed is beside it, in `_record_speed` (docs/internals.md)."""
+request, as the lock blob's; the speed is beside it, in `_records.FastRecords`; a record is kept
+as the blob's body and, when small, its metadata (`RecordBlob`) (docs/internals.md)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import functools
 import os
@@ -14,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _connection, _record_blob
+from blobsingleton import _connection
 from blobsingleton._connection import (
+    TIME_RESOLUTION,
     ServiceTime,
     StorageAccount,
     epoch,
@@ -26,9 +30,8 @@ from blobsingleton._connection import (
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
-from blobsingleton._record_speed import forget, remember_seen
 from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
-from blobsingleton._records import Record, RecordStore, Status
+from blobsingleton._records import IN_BODY, Record, RecordStore, Status, forget, remember_seen
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
@@ -43,6 +46,14 @@ WATCHED_LOOKUP = 16
 #: A batch's look-up (`get_many`): pages of LOOKUP_SLACK names per key (LOOKUP_PAGE at most,
 #: the service's limit), LOOKUP_PAGES pages at most; keys past them are read one by one.
 LOOKUP_SLACK, LOOKUP_PAGE, LOOKUP_PAGES = 8, 5000, 2
+
+#: Metadata key holding the record's JSON (base64), so a listing carries it.
+RECORD_METADATA = "record"
+#: Records whose JSON is longer are written without it (a listing then costs one read).
+MAX_METADATA_RECORD = 4096
+#: Metadata key of such a record's JSON without its result (a batch's look-up reads its state
+#: from a listing and its result, from the body, only when asked).
+SUMMARY_METADATA = "summary"
 
 
 @contextlib.contextmanager
@@ -98,7 +109,9 @@ class BlobRecordStore(RecordStore):
 
     def _watch(self) -> RecordWatch:
         if self._watcher is None:
-            self._watcher = watch_for(self._container, self.prefix, self._read_key, self._seen)
+            self._watcher = watch_for(
+                self._container, self.prefix, self._read_key, self._seen, RecordBlob()
+            )
         return self._watcher
 
     def _seen(self, name: str, record: Record) -> None:
@@ -141,7 +154,7 @@ class BlobRecordStore(RecordStore):
         the process (one request, `RecordWatch.read_many`). More: one List Blobs with metadata
         over the longest common prefix of the keys' blob names (LOOKUP_PAGES pages at most):
         each listed record (one over 4 KB from its summary, its result
-        `_record_blob.IN_BODY`), None for a key whose name the listing passed without finding
+        `IN_BODY`), None for a key whose name the listing passed without finding
         it; a key not reached, or listed without either, is left out."""
         names = {self._name(key): key for key in keys}
         if len(names) <= WATCHED_LOOKUP:  # a few: at the watcher's next tick, with its keys
@@ -164,7 +177,7 @@ class BlobRecordStore(RecordStore):
                 key = names.get(item.name)
                 if key is None:
                     continue
-                record = _record_blob.from_metadata(
+                record = RecordBlob.from_metadata(
                     item.metadata, quoted_etag(item.etag), item.last_modified, page.served_at,
                     summary=True,
                 )  # fmt: skip
@@ -183,13 +196,13 @@ class BlobRecordStore(RecordStore):
                **conditions: Any) -> Record:  # fmt: skip
         """Upload `record` under `conditions`; `creates`: create a missing container first."""
         blob, body = self._blob(self._name(record.key)), record.to_json()
-        meta = _record_blob.metadata(record, body)
+        meta = RecordBlob.metadata(record, body)
         upload = functools.partial(blob.upload_blob, body, metadata=meta, **conditions)
         with _translated(operation):
             props = retry_on_missing_container(self._container, upload) if creates else upload()
         return record.with_(
             etag=str(props["etag"]),
-            written_at=_record_blob.latest(props.get("last_modified")),
+            written_at=RecordBlob.latest(props.get("last_modified")),
             read_at=epoch(props.get("date")),
         )
 
@@ -206,6 +219,73 @@ class BlobRecordStore(RecordStore):
         except RecordConflict:  # 404: no such blob, or no container yet
             return None
         props = download.properties
-        return _record_blob.from_body(
-            raw, props.etag, props.metadata, props.last_modified, served.at
-        )
+        return RecordBlob.from_body(raw, props.etag, props.metadata, props.last_modified, served.at)
+
+
+class RecordBlob:
+    """How a run-once record is kept in a blob (its JSON in the body, base64 in the metadata so a
+    listing carries it) and read back in storage's time."""
+
+    @staticmethod
+    def metadata(record: Record, body: bytes) -> dict[str, str]:
+        values = {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
+        if len(body) <= MAX_METADATA_RECORD:
+            values[RECORD_METADATA] = base64.b64encode(body).decode("ascii")
+            return values
+        summary = record.with_(result=None).to_json()
+        if len(summary) <= MAX_METADATA_RECORD:
+            values[SUMMARY_METADATA] = base64.b64encode(summary).decode("ascii")
+        return values
+
+    @staticmethod
+    def latest(moment: Any) -> float | None:
+        """The latest instant a whole-second `Last-Modified` can stand for."""
+        at = epoch(moment)
+        return None if at is None else at + TIME_RESOLUTION
+
+    @staticmethod
+    def from_body(
+        raw: bytes, etag: str | None, meta: dict[str, str] | None, last_modified: Any,
+        read_at: float | None,
+    ) -> Record:  # fmt: skip
+        """The record a blob holds (`ttl` from its metadata wins over the body's)."""
+        ttl = (meta or {}).get("ttl")
+        beside: dict[str, Any] = {
+            "written_at": RecordBlob.latest(last_modified),
+            "read_at": read_at,
+        }
+        if ttl:
+            beside["ttl"] = float(ttl)
+        return Record.from_json(raw, etag, **beside)
+
+    @staticmethod
+    def from_metadata(
+        meta: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None,
+        *, summary: bool = False,
+    ) -> Record | None:  # fmt: skip
+        """The record a listed blob carries in its metadata; None when it carries none. `summary`:
+        else the record its summary describes, its `result` `IN_BODY` (never a result to return)."""
+        values = meta or {}
+        encoded, in_body = values.get(RECORD_METADATA), False
+        if not encoded and summary:
+            encoded, in_body = values.get(SUMMARY_METADATA), True
+        if not encoded:
+            return None
+        try:
+            record = RecordBlob.from_body(
+                base64.b64decode(encoded, validate=True), etag, meta, last_modified, read_at
+            )
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            return None
+        return record.with_(result=IN_BODY) if in_body else record
+
+    @staticmethod
+    def from_download(download: Any, raw: bytes, read_at: float | None) -> Record | None:
+        """The record a download read (None when the body is not a record)."""
+        props = download.properties
+        try:
+            return RecordBlob.from_body(
+                raw, props.etag, props.metadata, props.last_modified, read_at
+            )
+        except (ValueError, KeyError, TypeError):
+            return None

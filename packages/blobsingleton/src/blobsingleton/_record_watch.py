@@ -8,13 +8,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import _invocation as telemetry
-from blobsingleton import _record_blob
 from blobsingleton._connection import ServiceTime, error_code, refused
 from blobsingleton._invocation import thread_target
 from blobsingleton._listing import list_page
@@ -22,6 +21,19 @@ from blobsingleton._records import Record, Status
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
+
+
+class BlobDecoding(Protocol):
+    """How the blob store reads a record from a listed blob's metadata or a download (its own
+    encoding, `_blob_records`), given to the watcher so it need not import the store."""
+
+    def from_metadata(
+        self, meta: dict[str, str] | None, etag: str | None, last_modified: Any,
+        read_at: float | None, *, summary: bool = False,
+    ) -> Record | None: ...  # fmt: skip
+
+    def from_download(self, download: Any, raw: bytes, read_at: float | None) -> Record | None: ...
+
 
 log = logging.getLogger("blobsingleton")
 
@@ -71,7 +83,8 @@ class _State:
 class RecordWatch:
     def __init__(
         self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
-        seen: Callable[[str, Record], None] = lambda name, record: None,
+        seen: Callable[[str, Record], None] = lambda name, record: None, *,
+        decode: BlobDecoding,
     ) -> None:  # fmt: skip
         """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
         record)`: told of each completed record a listing carries (neighbours of the keys
@@ -80,6 +93,7 @@ class RecordWatch:
         self._prefix = f"{prefix}/"
         self._read = read
         self._seen = seen
+        self._decode = decode
         self._lock = threading.Condition()
         self._waiters: list[_Waiter] = []
         self._thread: threading.Thread | None = None
@@ -228,7 +242,7 @@ class RecordWatch:
             raise
         for item in page.items:
             etag = quoted_etag(item.etag)  # listings give it bare; headers and writes quoted
-            record = _record_blob.from_metadata(
+            record = self._decode.from_metadata(
                 item.metadata, etag, item.last_modified, page.served_at
             )
             states[item.name] = _State(True, etag, record)
@@ -256,7 +270,7 @@ class RecordWatch:
                 return _State(False)
             raise
         return _State(
-            True, download.properties.etag, _record_blob.from_download(download, raw, served.at)
+            True, download.properties.etag, self._decode.from_download(download, raw, served.at)
         )
 
 
@@ -276,12 +290,12 @@ _watches_lock = threading.Lock()
 
 def watch_for(
     container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
-    seen: Callable[[str, Record], None],
+    seen: Callable[[str, Record], None], decode: BlobDecoding,
 ) -> RecordWatch:  # fmt: skip
     """The process's watcher of the records under `prefix` in `container` (made on first use)."""
     ident = (f"{container.url}", prefix)
     with _watches_lock:
         found = _watches.get(ident)
         if found is None:
-            found = _watches[ident] = RecordWatch(container, prefix, read, seen)
+            found = _watches[ident] = RecordWatch(container, prefix, read, seen, decode=decode)
         return found

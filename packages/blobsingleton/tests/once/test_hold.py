@@ -19,7 +19,7 @@ from azure.storage.blob import ContainerClient
 from blobsingleton import Busy, once
 from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._record_speed import _learnt_for, fast, forget_known
+from blobsingleton._records import _learnt_for, fast, forget_known
 from blobsingleton._record_watch import MAX_TICK
 from blobsingleton.errors import RecordConflict
 from blobsingleton.records import BlobRecordStore, Record, Status

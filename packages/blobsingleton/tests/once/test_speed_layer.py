@@ -1,5 +1,5 @@
-"""The speed layer (`_record_speed`) sits between `@once` and any store, a custom one too, and
-a store class can opt out (`speed_layer = False`): issue 40. A store of plain operations
+"""The speed layer (`_records.FastRecords`) sits between `@once` and any store, a custom one
+too, and a store class can opt out (`speed_layer = False`): issue 40. A store of plain operations
 counting its calls, on the process's clock (its records' times are compared with it)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class PlainStore(CustomStore):
 def _calls_of_a_duplicate(store: MemoryRecordStore) -> int:
     runs: list[int] = []
 
-    @once("order-{n}", store=store)
+    @once("order-{n}", storage=store)
     def work(n: int) -> int:
         runs.append(n)
         return n * 10
