@@ -122,7 +122,7 @@ class OnceHandler(Guard):
         hold: float = 0.0,
     ) -> None:
         """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time.
-        `store` is used behind the speed layer (`_record_speed`) unless it opts out. Made
+        `store` is used behind the speed layer (`_records.fast`) unless it opts out. Made
         inside a `@singleton` invocation holding one lease, its records carry that lease's key
         and token (see `_lease_lost_by`). `results` (the function's result codec), `on_replay`,
         `wait_timeout` and `hold` (the busy policy's): what `@once` gives it as a guard."""

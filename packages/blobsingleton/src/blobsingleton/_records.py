@@ -150,7 +150,7 @@ class RecordStore(ABC):
     def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
         """Optional: wait until the record of `key` no longer has `etag` (None: exists), until
         monotonic `until` at the latest; returns (changed, record now or latest known). Without
-        it, `@once(hold_busy=...)` does not hold: a busy delivery gets its policy at once."""
+        it, a busy policy's `hold` does not hold: a busy delivery gets its policy at once."""
         raise NotImplementedError
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Record | None]:
