@@ -26,7 +26,7 @@ class PlainStore(CustomStore):
 def _calls_of_a_duplicate(store: MemoryRecordStore) -> int:
     runs: list[int] = []
 
-    @once("order-{n}", store=store)
+    @once("order-{n}", storage=store)
     def work(n: int) -> int:
         runs.append(n)
         return n * 10
