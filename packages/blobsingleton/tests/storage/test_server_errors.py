@@ -189,9 +189,11 @@ def test_a_conflict_at_the_first_attempt_costs_one_read(
     counter = RequestCounter()
     client = BlobServiceClient.from_connection_string(storage_env, raw_request_hook=counter)
     counted = BlobRecordStore(client.get_container_client(container_name), namespace="errors")
-    counted.put_if_absent(  # (the process's watcher of these records reads through it)
+    counted.put_if_absent(
         Record(key="warm", status=Status.COMPLETED, started_at=1, expires_at=2, ttl=60)
     )
+    # The process's watcher of these records is made by its first watch, through this client.
+    counted.watch("warm", None, time.monotonic())
     assert run(rival_store(storage_env, container_name)).begin().decision == Decision.EXECUTE
     counter.reset()
     assert run(counted).begin().decision == Decision.BUSY
