@@ -15,7 +15,7 @@ from blobsingleton.testing import MemoryBackends, memory_backends
 
 def _night(runs: list[str]) -> object:
     @singleton("night-{day}", scope="app")
-    @once("night-{day}", scope="app", busy=Busy.SKIP)
+    @once("night-{day}", scope="app", busy=Busy.skip())
     def night(day: str) -> str:
         runs.append(day)
         return f"ran {current_run().token}"
