@@ -23,8 +23,8 @@ from __future__ import annotations
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import Busy, BusyPolicy
 from blobsingleton._connection import Storage, StorageAccount
-from blobsingleton._once import current_run, once
-from blobsingleton._once_handler import Mode
+from blobsingleton._once import once
+from blobsingleton._once_handler import Mode, current_run
 from blobsingleton._singleton import current_lease, singleton
 from blobsingleton.errors import (
     AlreadyInProgress,

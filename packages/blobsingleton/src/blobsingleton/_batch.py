@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _invocation as telemetry
-from blobsingleton._busy import Admission, BusyHandling, F, Guard, find_message
+from blobsingleton._busy import Admission, BusyHandling, Guard, find_message
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
 from blobsingleton._once_handler import OnceHandler
-from blobsingleton._record_blob import IN_BODY
-from blobsingleton._record_speed import plain
 from blobsingleton._records import (
+    IN_BODY,
     Record,
     RecordStore,
     Status,
     differing_fields,
+    plain,
     reads_many,
 )
-from blobsingleton._results import Results
 from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
+
+if TYPE_CHECKING:
+    from blobsingleton._once import Results
 
 log = logging.getLogger("blobsingleton")
 
@@ -231,7 +232,7 @@ def _look_up(guards: Sequence[Guard | None]) -> None:
     claim starts from what it found."""
     stores: dict[int, tuple[RecordStore, list[OnceHandler]]] = {}
     for guard in guards:
-        handler = getattr(guard, "handler", None)
+        handler = guard
         if isinstance(handler, OnceHandler):
             store = handler.store
             store = store.inner if isinstance(store, _Prefetched) else store  # a second look
@@ -302,10 +303,10 @@ class BatchSpec:
     def replayed_lazily(self, entry: _Item) -> bool:
         """Whether `entry` was found completed with its result in its record's body: then it
         is replayed, the result read when asked for (`ItemResult.value`)."""
-        handler = getattr(entry.guard, "handler", None)
-        results = getattr(entry.guard, "results", None)
-        if not isinstance(handler, OnceHandler) or not isinstance(results, Results):
+        handler = entry.guard
+        if not isinstance(handler, OnceHandler) or handler.results is None:
             return False
+        results = handler.results
         store = handler.store
         if not isinstance(store, _Prefetched):
             return False
@@ -315,7 +316,7 @@ class BatchSpec:
         if handler.payload and record.payload_hash and record.payload_hash != handler.payload:
             raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
                                                                 handler.payload))  # fmt: skip
-        on_replay = getattr(entry.guard, "on_replay", None)
+        on_replay = handler.on_replay
         telemetry.emit("replay", key=handler.key, function=results.function,
                        attempt=record.attempt)  # fmt: skip
         load = functools.partial(_read_result, store.inner, handler.key, results, on_replay)
@@ -371,10 +372,8 @@ def _outcome(name: str) -> ItemOutcome:
 
 def _set_budget(guard: Guard, hold: float, wait: float) -> None:
     """How long this look at a busy item may hold and wait (a run-once guard's own fields)."""
-    if hasattr(guard, "hold"):
-        guard.hold = max(0.0, hold)
-    if hasattr(guard, "wait_timeout"):
-        guard.wait_timeout = max(0.0, wait)
+    if isinstance(guard, OnceHandler):
+        guard.hold_s, guard.wait_timeout = max(0.0, hold), max(0.0, wait)
 
 
 def _busy_now(admission: Admission) -> bool:
@@ -401,7 +400,7 @@ def _first_looks(prepared: list[_Item]) -> Iterator[_Item]:
     lost a race (another instance works on the same batch, from its start), from the end:
     the two meet in the middle instead of racing for every item."""
     pending = deque(e for e in prepared if e.result is None and e.guard is not None)
-    stores = {id(s): s for s in (getattr(getattr(e.guard, "handler", None), "store", None)
+    stores = {id(s): s for s in (getattr(e.guard, "store", None)
                                  for e in pending) if isinstance(s, _Prefetched)}  # fmt: skip
     while pending:
         contended = any(store.contended for store in stores.values())
@@ -542,20 +541,3 @@ def list_hint(error: KeyTemplateError, bound: dict[str, Any]) -> KeyTemplateErro
 def _of_items(values: list[Any] | tuple[Any, ...]) -> bool:
     """Whether `values` holds messages, events or documents (objects, not scalars)."""
     return bool(values) and not isinstance(values[0], (str, bytes, int, float))
-
-
-def with_each(wrapper: F, spec: BatchSpec) -> F:
-    """`wrapper` (an `@once` function) with `each`, or `each_async` when it is async."""
-    if inspect.iscoroutinefunction(spec.fn):
-
-        async def run_each_async(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
-            return await each_async(spec, items, args, kwargs)
-
-        wrapper.each_async = run_each_async  # type: ignore[attr-defined]
-    else:
-
-        def run_each(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
-            return each(spec, items, args, kwargs)
-
-        wrapper.each = run_each  # type: ignore[attr-defined]
-    return wrapper

@@ -1,38 +1,49 @@
 """Run-once records as block blobs, written with If-None-Match / If-Match: each operation one
-request, as the lock blob's; the speed is beside it, in `_record_speed` (docs/internals.md)."""
+request, as the lock blob's; the speed is beside it, in `_records.FastRecords`; a record is kept
+as the blob's body and, when small, its metadata (`RecordBlob`); one watcher per process and
+namespace reads many keys' records per request (`RecordWatch`: `watch` and `get_many`)
+(docs/internals.md)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import functools
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _connection, _record_blob
+from blobsingleton import _connection
+from blobsingleton import _invocation as telemetry
 from blobsingleton._connection import (
+    TIME_RESOLUTION,
     ServiceTime,
     StorageAccount,
     epoch,
     error_code,
+    refused,
     retry_on_missing_container,
     unavailable_as,
 )
+from blobsingleton._invocation import thread_target
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
-from blobsingleton._record_speed import forget, remember_seen
-from blobsingleton._record_watch import RecordWatch, quoted_etag, watch_for
-from blobsingleton._records import Record, RecordStore, Status
+from blobsingleton._records import IN_BODY, Record, RecordStore, Status, forget, remember_seen
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobClient, ContainerClient
+
+log = logging.getLogger("blobsingleton")
 
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
@@ -43,6 +54,14 @@ WATCHED_LOOKUP = 16
 #: A batch's look-up (`get_many`): pages of LOOKUP_SLACK names per key (LOOKUP_PAGE at most,
 #: the service's limit), LOOKUP_PAGES pages at most; keys past them are read one by one.
 LOOKUP_SLACK, LOOKUP_PAGE, LOOKUP_PAGES = 8, 5000, 2
+
+#: Metadata key holding the record's JSON (base64), so a listing carries it.
+RECORD_METADATA = "record"
+#: Records whose JSON is longer are written without it (a listing then costs one read).
+MAX_METADATA_RECORD = 4096
+#: Metadata key of such a record's JSON without its result (a batch's look-up reads its state
+#: from a listing and its result, from the body, only when asked).
+SUMMARY_METADATA = "summary"
 
 
 @contextlib.contextmanager
@@ -141,7 +160,7 @@ class BlobRecordStore(RecordStore):
         the process (one request, `RecordWatch.read_many`). More: one List Blobs with metadata
         over the longest common prefix of the keys' blob names (LOOKUP_PAGES pages at most):
         each listed record (one over 4 KB from its summary, its result
-        `_record_blob.IN_BODY`), None for a key whose name the listing passed without finding
+        `IN_BODY`), None for a key whose name the listing passed without finding
         it; a key not reached, or listed without either, is left out."""
         names = {self._name(key): key for key in keys}
         if len(names) <= WATCHED_LOOKUP:  # a few: at the watcher's next tick, with its keys
@@ -164,7 +183,7 @@ class BlobRecordStore(RecordStore):
                 key = names.get(item.name)
                 if key is None:
                     continue
-                record = _record_blob.from_metadata(
+                record = RecordBlob.from_metadata(
                     item.metadata, quoted_etag(item.etag), item.last_modified, page.served_at,
                     summary=True,
                 )  # fmt: skip
@@ -183,13 +202,13 @@ class BlobRecordStore(RecordStore):
                **conditions: Any) -> Record:  # fmt: skip
         """Upload `record` under `conditions`; `creates`: create a missing container first."""
         blob, body = self._blob(self._name(record.key)), record.to_json()
-        meta = _record_blob.metadata(record, body)
+        meta = RecordBlob.metadata(record, body)
         upload = functools.partial(blob.upload_blob, body, metadata=meta, **conditions)
         with _translated(operation):
             props = retry_on_missing_container(self._container, upload) if creates else upload()
         return record.with_(
             etag=str(props["etag"]),
-            written_at=_record_blob.latest(props.get("last_modified")),
+            written_at=RecordBlob.latest(props.get("last_modified")),
             read_at=epoch(props.get("date")),
         )
 
@@ -206,6 +225,337 @@ class BlobRecordStore(RecordStore):
         except RecordConflict:  # 404: no such blob, or no container yet
             return None
         props = download.properties
-        return _record_blob.from_body(
-            raw, props.etag, props.metadata, props.last_modified, served.at
+        return RecordBlob.from_body(raw, props.etag, props.metadata, props.last_modified, served.at)
+
+
+class RecordBlob:
+    """How a run-once record is kept in a blob (its JSON in the body, base64 in the metadata so a
+    listing carries it) and read back in storage's time."""
+
+    @staticmethod
+    def metadata(record: Record, body: bytes) -> dict[str, str]:
+        values = {} if record.ttl is None else {"ttl": repr(float(record.ttl))}
+        if len(body) <= MAX_METADATA_RECORD:
+            values[RECORD_METADATA] = base64.b64encode(body).decode("ascii")
+            return values
+        summary = record.with_(result=None).to_json()
+        if len(summary) <= MAX_METADATA_RECORD:
+            values[SUMMARY_METADATA] = base64.b64encode(summary).decode("ascii")
+        return values
+
+    @staticmethod
+    def latest(moment: Any) -> float | None:
+        """The latest instant a whole-second `Last-Modified` can stand for."""
+        at = epoch(moment)
+        return None if at is None else at + TIME_RESOLUTION
+
+    @staticmethod
+    def from_body(
+        raw: bytes, etag: str | None, meta: dict[str, str] | None, last_modified: Any,
+        read_at: float | None,
+    ) -> Record:  # fmt: skip
+        """The record a blob holds (`ttl` from its metadata wins over the body's)."""
+        ttl = (meta or {}).get("ttl")
+        beside: dict[str, Any] = {
+            "written_at": RecordBlob.latest(last_modified),
+            "read_at": read_at,
+        }
+        if ttl:
+            beside["ttl"] = float(ttl)
+        return Record.from_json(raw, etag, **beside)
+
+    @staticmethod
+    def from_metadata(
+        meta: dict[str, str] | None, etag: str | None, last_modified: Any, read_at: float | None,
+        *, summary: bool = False,
+    ) -> Record | None:  # fmt: skip
+        """The record a listed blob carries in its metadata; None when it carries none. `summary`:
+        else the record its summary describes, its `result` `IN_BODY` (never a result to return)."""
+        values = meta or {}
+        encoded, in_body = values.get(RECORD_METADATA), False
+        if not encoded and summary:
+            encoded, in_body = values.get(SUMMARY_METADATA), True
+        if not encoded:
+            return None
+        try:
+            record = RecordBlob.from_body(
+                base64.b64decode(encoded, validate=True), etag, meta, last_modified, read_at
+            )
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            return None
+        return record.with_(result=IN_BODY) if in_body else record
+
+    @staticmethod
+    def from_download(download: Any, raw: bytes, read_at: float | None) -> Record | None:
+        """The record a download read (None when the body is not a record)."""
+        props = download.properties
+        try:
+            return RecordBlob.from_body(
+                raw, props.etag, props.metadata, props.last_modified, read_at
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+# The watcher: many keys' records per request, one per process and namespace.
+
+#: How long a look (`read_many`) waits for its tick at most.
+READ_TIMEOUT = 10.0
+#: Bounds of the pace between ticks (seconds).
+MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
+#: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
+BACKOFF = 1.5
+#: Watch ticks one waiting delivery pays for, and how many a process may save up.
+TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
+#: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, one page); names
+#: past those are read one by one (large listings cost more than one request: internals.md).
+LIST_SLACK, PAGE_SIZE = 8, 32
+#: Fewer names than this waiting are read one by one.
+MIN_LIST = 2
+
+
+@dataclass
+class _Waiter:
+    name: str
+    key: str
+    #: The etag seen (None: the record was seen absent).
+    etag: str | None
+    until: float
+    #: When it next wants a tick (monotonic).
+    due: float = 0.0
+    #: The pace of its ticks while nothing changes.
+    interval: float = FIRST_TICK
+    #: A look (`read_many`): any state answers it, at the next tick, which it needs no token for.
+    fresh: bool = False
+    released: threading.Event = field(default_factory=threading.Event)
+    #: What the record is when released (None: absent).
+    record: Record | None = None
+    changed: bool = False
+
+
+@dataclass
+class _State:
+    """What a tick learned of one blob name: absent, or its etag (and record, if listed)."""
+
+    present: bool
+    etag: str | None = None
+    record: Record | None = None
+
+
+class RecordWatch:
+    def __init__(
+        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+        seen: Callable[[str, Record], None] = lambda name, record: None,
+    ) -> None:  # fmt: skip
+        """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
+        record)`: told of each completed record a listing carries (neighbours of the keys
+        asked for too), for the speed layer to remember."""
+        self._container = container
+        self._prefix = f"{prefix}/"
+        self._read = read
+        self._seen = seen
+        self._lock = threading.Condition()
+        self._waiters: list[_Waiter] = []
+        self._thread: threading.Thread | None = None
+        self._run_s = FIRST_TICK
+        #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
+        self._tokens = MAX_TOKENS
+        self._last_tick = 0.0
+
+    def watch(
+        self, name: str, key: str, etag: str | None, until: float
+    ) -> tuple[bool, Record | None]:
+        """Block until record `name` differs from `etag` (None: absent) or monotonic `until`.
+        Returns (changed, record now or last known; None: absent or nothing learnt)."""
+        with self._lock:
+            pace = self._run_s
+            self._tokens = min(MAX_TOKENS, self._tokens + TICKS_PER_WAIT)
+        return self._wait(
+            _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )
+
+    def read_many(self, names: dict[str, str]) -> dict[str, Record | None]:
+        """The records of blob `names` (name: key) now, read at the next tick with every key
+        waiting in the process (None: absent); a name the tick could not answer (storage
+        trouble) is left out."""
+        now = time.monotonic()
+        looks = [_Waiter(name, key, None, now + READ_TIMEOUT, due=now, fresh=True)
+                 for name, key in names.items()]  # fmt: skip
+        with self._lock:
+            self._waiters.extend(looks)
+            self._ensure_thread()
+            self._lock.notify_all()
+        for look in looks:
+            look.released.wait(max(0.0, look.until - time.monotonic()) + MAX_TICK + 5.0)
+        with self._lock:
+            self._waiters[:] = [w for w in self._waiters if w not in looks]
+        return {look.key: look.record for look in looks if look.changed}
+
+    def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
+        with self._lock:
+            self._waiters.append(waiter)
+            self._ensure_thread()
+            self._lock.notify_all()
+        waiter.released.wait(max(0.0, waiter.until - time.monotonic()) + MAX_TICK + 5.0)
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return waiter.changed, waiter.record
+
+    def note_run(self, seconds: float) -> None:
+        """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
+        with self._lock:
+            self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=thread_target(self._loop), name="once-watch", daemon=True
+            )
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiters:
+                    if not self._lock.wait(30.0) and not self._waiters:
+                        self._thread = None
+                        return
+                now = time.monotonic()
+                paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
+                due = min(
+                    min(w.due, w.until) if w.fresh else max(min(w.due, w.until), paid)
+                    for w in self._waiters
+                )
+                if due > now:
+                    self._lock.wait(due - now)
+                    continue  # a new waiter may be due sooner
+                waiting = list(self._waiters)
+                if not any(w.fresh for w in waiting):
+                    self._tokens = max(0.0, self._tokens - 1.0)
+                self._last_tick = now
+            try:
+                seen = {w.name: w.etag for w in waiting if not w.fresh}
+                seen.update({w.name: None for w in waiting if w.fresh})
+                states = self._ask(sorted(seen), seen)
+            except Exception as error:  # storage trouble: waiters stay until their deadline
+                if refused(error) is None:  # (a refusal: each caller's own read raises it)
+                    log.warning("run-once watch: %r", error)
+                states = {}
+                for w in waiting:
+                    if w.fresh:
+                        self._done(w)  # unanswered: read alone by its caller
+            self._release(waiting, states)
+
+    def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
+        now = time.monotonic()
+        for waiter in waiting:
+            state = states.get(waiter.name)
+            if state is not None:  # (an absent record's etag is None, as a waiter's that saw none)
+                changed = waiter.fresh or _bare(state.etag) != _bare(waiter.etag)
+                if changed and state.present and state.record is None:
+                    state.record = self._read(waiter.key)
+                    if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
+                        changed = False
+                if changed:
+                    waiter.changed, waiter.record = True, state.record if state.present else None
+                    self._done(waiter)
+                    continue
+                if state.record is not None:
+                    waiter.record = state.record
+            if now >= waiter.until:
+                self._done(waiter)
+            elif waiter.due <= now:  # unchanged at its own tick: back off
+                waiter.interval = min(MAX_TICK, max(MIN_TICK, waiter.interval * BACKOFF))
+                waiter.due = now + waiter.interval
+
+    def _done(self, waiter: _Waiter) -> None:
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        waiter.released.set()
+
+    def _ask(self, names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
+        """Each name's state: one listing over their common prefix, or a conditional read each."""
+        states: dict[str, _State] = {}
+        if len(names) >= MIN_LIST:
+            page = min(PAGE_SIZE, LIST_SLACK * len(names))
+            common = os.path.commonprefix(names)  # noqa: RUF071 - by character, as List Blobs
+            covered_to = self._list(common, states, page)
+            for name in names:
+                if name <= covered_to and name not in states:
+                    states[name] = _State(False)
+            names = [n for n in names if n > covered_to]
+        for name in names:
+            states[name] = self._get(name, seen.get(name))
+        return states
+
+    def _list(self, prefix: str, states: dict[str, _State], page_size: int) -> str:
+        """List one page of `prefix`, noting each listed name's state; returns the highest name
+        covered (names not listed up to it are absent)."""
+        telemetry.storage("watch records")
+        try:
+            page = list_page(self._container, prefix, page_size)
+        except HttpResponseError as error:
+            if error_code(error) == "ContainerNotFound":
+                return "\uffff"
+            raise
+        for item in page.items:
+            etag = quoted_etag(item.etag)  # listings give it bare; headers and writes quoted
+            record = RecordBlob.from_metadata(
+                item.metadata, etag, item.last_modified, page.served_at
+            )
+            states[item.name] = _State(True, etag, record)
+            if record is not None and record.status == Status.COMPLETED:
+                self._seen(item.name, record)
+        if not page.next_marker:
+            return "\uffff"
+        return page.items[-1].name if page.items else ""
+
+    def _get(self, name: str, etag: str | None) -> _State:
+        """A read of one name, unless it still has `etag` (then 304: unchanged)."""
+        blob = self._container.get_blob_client(name)
+        served = ServiceTime(self._container)
+        condition: dict[str, Any] = {}
+        if etag:
+            condition = {"etag": etag, "match_condition": MatchConditions.IfModified}
+        telemetry.storage("watch a record")
+        try:
+            download = blob.download_blob(raw_response_hook=served, **condition)
+            raw = download.readall()
+        except HttpResponseError as error:
+            if error.status_code == 304:
+                return _State(True, etag)
+            if error.status_code == 404 or error_code(error) == "ContainerNotFound":
+                return _State(False)
+            raise
+        return _State(
+            True, download.properties.etag, RecordBlob.from_download(download, raw, served.at)
+        )
+
+
+def _bare(etag: str | None) -> str | None:
+    """An etag without its quotes (listings give it bare, write responses quoted)."""
+    return None if etag is None else etag.strip('"')
+
+
+def quoted_etag(etag: str | None) -> str | None:
+    """An etag as headers and writes give it (listings give it bare)."""
+    return None if etag is None else f'"{etag.strip(chr(34))}"'
+
+
+_watches: dict[tuple[str, str], RecordWatch] = {}
+_watches_lock = threading.Lock()
+
+
+def watch_for(
+    container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
+    seen: Callable[[str, Record], None],
+) -> RecordWatch:  # fmt: skip
+    """The process's watcher of the records under `prefix` in `container` (made on first use)."""
+    ident = (f"{container.url}", prefix)
+    with _watches_lock:
+        found = _watches.get(ident)
+        if found is None:
+            found = _watches[ident] = RecordWatch(container, prefix, read, seen)
+        return found

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import heapq
 import inspect
 import json
 import logging
@@ -22,7 +23,7 @@ import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opentelemetry import metrics, trace
 
@@ -32,6 +33,15 @@ from blobsingleton.errors import LeaseLost, PayloadMismatch, RunLost
 T = TypeVar("T")
 
 _library_log = logging.getLogger("blobsingleton")
+
+if TYPE_CHECKING:
+    from blobsingleton._lease import BaseLease
+
+#: The leases the running `@singleton` invocation holds (its guard sets them), and so the lease
+#: a `@once` inside it writes its records under.
+leases_held: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
+    "singleton_leases", default=()
+)
 
 
 @dataclass(frozen=True)
@@ -401,3 +411,42 @@ def invocation(decorator: str, template: str) -> Iterator[Invocation]:
             call.finished(error)
             raise
         call.finished(None)
+
+
+class FirstBeats:
+    """One thread per process that starts `@once` heartbeats when first due."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
+        self._changed = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, at: float, stopped: threading.Event, start: Callable[[], None]) -> None:
+        """Call `start` at monotonic time `at`, unless `stopped` is set by then."""
+        with self._changed:
+            self._count += 1
+            heapq.heappush(self._due, (at, self._count, stopped, start))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="once-first-beats", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0][1] == self._count:
+                self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(timeout)
+                _, _, stopped, start = heapq.heappop(self._due)
+            if not stopped.is_set():
+                try:
+                    start()
+                except Exception:  # never let one run's start stop every later one
+                    _library_log.exception("run-once: could not start a heartbeat")
+
+
+first_beats = FirstBeats()

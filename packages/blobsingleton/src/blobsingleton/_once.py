@@ -1,21 +1,25 @@
-"""`@once(key)`: run a function's work once per key (docs/internals.md)."""
+"""`@once(key)`: run a function's work once per key; and what a duplicate gets back, the first
+call's result rebuilt fresh (`Results`, its codec) (docs/internals.md)."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import importlib
 import inspect
 import logging
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import math
+import uuid
+from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Literal, overload
+from decimal import Decimal
+from typing import Any, Literal, Protocol, overload
 
 from blobsingleton import _batch
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import (
-    RUN,
-    Admission,
     Answer,
     Busy,
     BusyHandling,
@@ -35,103 +39,24 @@ from blobsingleton._connection import (
     from_settings,
     setting,
 )
-from blobsingleton._invocation import emit
 from blobsingleton._keys import Scope, function_scope, resolve_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._once_handler import (
     DEFAULT_IN_PROGRESS_TIMEOUT,
-    Decision,
     Mode,
     OnceHandler,
-    Outcome,
 )
 from blobsingleton._records import RecordStore, payload_hash
-from blobsingleton._results import ResultCodec, Results
-from blobsingleton.errors import KeyTemplateError, OutsideGuardedCall
+from blobsingleton.errors import KeyTemplateError, ResultNotStorable
 
 log = logging.getLogger("blobsingleton")
 
 #: How long a delivery that finds its key in progress is held, watching, before its policy.
 DEFAULT_HOLD_BUSY = 3.0
 
-_current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
-    "once_run", default=None
-)
-
-
-def current_run() -> OnceHandler:
-    """The run the executing `@once` invocation owns: its `key`, `attempt` (1, or more after
-    takeovers of crashed runs), `token` (of the `@singleton` lease it runs under, else None)
-    and `ensure_held()`, to call before a side effect that must not happen twice: it raises
-    `RunLost` once another delivery took the key over (or may have)."""
-    handler = _current.get()
-    if handler is None:
-        raise OutsideGuardedCall("current_run()", "@once")
-    return handler
-
 
 def _seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
-@dataclass
-class _RecordGuard(Guard):
-    """One invocation's run-once record: claimed before the body, completed or freed after."""
-
-    handler: OnceHandler
-    results: Results
-    on_replay: Callable[[Any], Any] | None
-    wait_timeout: float
-    hold: float
-
-    def enter(self, wait: bool) -> Admission:
-        handler = self.handler
-        if wait:
-            return self._admission(handler.wait(self.wait_timeout, hold=self.hold))
-        return self._admission(handler.hold(handler.begin(), self.hold))
-
-    async def enter_async(self, wait: bool) -> Admission:
-        timeout = self.wait_timeout if wait else 0.0
-        outcome = await self.handler.begin_async(timeout, hold=self.hold)
-        return self._admission(outcome)
-
-    def _admission(self, outcome: Outcome) -> Admission:
-        if outcome.decision == Decision.EXECUTE:
-            return RUN
-        key, record = self.handler.key, outcome.record
-        if outcome.decision == Decision.STORED:
-            emit("replay", key=key, function=self.results.function, attempt=record.attempt)
-            result = self.results.replay(key, record.result)
-            replayed = self.on_replay(result) if self.on_replay else result
-            return Admission(run=False, result=replayed, outcome="replayed")
-        if outcome.decision == Decision.ABANDONED:
-            return Admission(run=False)
-        busy = self.handler.busy_error(record)
-        return Admission(run=False, busy=busy, retry_after=self.handler.retry_after(record))
-
-    def describe(self) -> dict[str, Any]:
-        handler = self.handler
-        return {"key": handler.key, "attempt": handler.attempt or None, "token": handler.token}
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        # A claim known as ours only after its record could expire (a create answered 500 after
-        # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
-        self.handler.ensure_held()
-        token = _current.set(self.handler)
-        try:
-            yield
-        finally:
-            _current.reset(token)
-
-    def settle(self, result: Any, failed: bool) -> None:
-        if failed:
-            self.handler.fail()
-            return
-        stored, refused = self.results.store(self.handler.key, result)
-        self.handler.complete(stored)
-        if refused is not None:
-            raise refused
 
 
 #: Where `@once` keeps its records: blobs of an account (`StorageAccount`, or a `Storage` with
@@ -234,25 +159,46 @@ def once(
                     raise hinted from None
                 log.warning("%s runs without run-once protection: %s", fn.__qualname__, hinted)
                 return unguarded
-            handler = OnceHandler(
+            return OnceHandler(
                 store or record_store(storage=account, namespace=namespace, scope=scope_id),
                 resolved,
                 payload=payload_hash(payload(*args, **kwargs)) if payload else None,
                 mode=mode,
                 in_progress_timeout=in_progress_s,
                 retention=retention_s,
+                results=results,
+                on_replay=on_replay,
+                wait_timeout=wait_timeout,
+                hold=hold_s,
             )
-            return _RecordGuard(handler, results, on_replay, wait_timeout, hold_s)
 
-        wrapper = guarded(fn, make_guard, handling, ("once", key))
-        spec = _batch.BatchSpec(
-            fn, make_guard, handling, ("once", key),
-            lambda *a, **k: signature.bind(*a, **k).arguments, hold=hold_s,
-            wait_timeout=wait_timeout,
-        )  # fmt: skip
-        return _batch.with_each(wrapper, spec)
+        def batch() -> _batch.BatchSpec:  # built when `each` is called: no batch code before
+            return _batch.BatchSpec(
+                fn, make_guard, handling, ("once", key),
+                lambda *a, **k: signature.bind(*a, **k).arguments, hold=hold_s,
+                wait_timeout=wait_timeout,
+            )  # fmt: skip
+
+        return _with_each(guarded(fn, make_guard, handling, ("once", key)), fn, batch)
 
     return decorate  # type: ignore[return-value]  # OnceDecorator: guarded's, with `each`
+
+
+def _with_each(wrapper: F, fn: F, batch: Callable[[], _batch.BatchSpec]) -> F:
+    """`wrapper` (an `@once` function) with `each`, or `each_async` when it is async."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_each_async(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
+            return await _batch.each_async(batch(), items, args, kwargs)
+
+        wrapper.each_async = run_each_async  # type: ignore[attr-defined]
+    else:
+
+        def run_each(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:
+            return _batch.each(batch(), items, args, kwargs)
+
+        wrapper.each = run_each  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _records_at(
@@ -309,3 +255,205 @@ def record_store(
         )
         found = _stores[ident] = (account, store)
     return found[1]
+
+
+# What a duplicate gets back: the first call's result, rebuilt fresh (`Results`, its codec).
+
+TAG = "$t"
+_SCALARS = (str, int, bool, type(None))  # exact types (see `encode`)
+_TIMES: dict[str, type] = {"datetime": dt.datetime, "date": dt.date, "time": dt.time}
+#: Rebuilds one tagged value; its parts through the second argument (the codec's `decode`).
+_Decoder = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
+
+
+class ResultCodec(Protocol):
+    """A `@once(result=...)` codec: `encode` gives JSON-able data, `decode` the value back."""
+
+    def encode(self, result: Any) -> Any: ...
+
+    def decode(self, data: Any) -> Any: ...
+
+
+class Unstorable(Exception):
+    """Internal: a value the default codec cannot store (its type is `kind`)."""
+
+    def __init__(self, kind: type) -> None:
+        super().__init__(kind.__qualname__)
+        self.kind = kind
+
+
+def _class_path(cls: type) -> str:
+    if "<locals>" in cls.__qualname__:
+        raise Unstorable(cls)  # cannot be imported again
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _import(path: str) -> Any:
+    module, _, qualname = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _http_response_class() -> Any:
+    try:
+        return importlib.import_module("azure.functions").HttpResponse
+    except ImportError:  # pragma: no cover - the worker's SDK is not installed
+        return None
+
+
+def encode(value: Any, part: Callable[[Any], Any]) -> Any:
+    """`value` as JSON-able data, its parts through `part` (the codec's own `encode`, so a
+    subclass's types are found nested too); `Unstorable` for a type this codec cannot store
+    (types are matched exactly: a subclass of str, dict or list would come back as its base)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, enum.Enum):
+        return {TAG: "enum", "cls": _class_path(kind), "v": part(value.value)}
+    if kind is float:
+        return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
+    if kind is list:
+        return [part(item) for item in value]
+    if kind is dict:
+        if all(type(k) is str for k in value) and TAG not in value:
+            return {k: part(v) for k, v in value.items()}
+        return {TAG: "dict", "v": [[part(k), part(v)] for k, v in value.items()]}
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return {TAG: "namedtuple", "cls": _class_path(kind), "v": [part(i) for i in value]}
+    for tag, exact in (("tuple", tuple), ("frozenset", frozenset), ("set", set)):
+        if kind is exact:
+            return {TAG: tag, "v": [part(item) for item in value]}
+    if kind is Decimal:
+        return {TAG: "decimal", "v": str(value)}
+    for tag, time_kind in _TIMES.items():
+        if kind is time_kind:
+            return {TAG: tag, "v": value.isoformat()}
+    if kind is dt.timedelta:
+        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+    if kind is uuid.UUID:
+        return {TAG: "uuid", "v": str(value)}
+    if kind in (bytes, bytearray):
+        return {TAG: kind.__name__, "v": base64.b64encode(value).decode("ascii")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: part(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {TAG: "dataclass", "cls": _class_path(type(value)), "v": fields}
+    if callable(getattr(value, "model_dump", None)) and hasattr(type(value), "model_validate"):
+        dumped = value.model_dump(mode="json")
+        return {TAG: "model", "cls": _class_path(type(value)), "v": dumped}
+    response = _http_response_class()
+    if response is not None and isinstance(value, response):
+        return {
+            TAG: "http",
+            "status": value.status_code,
+            "headers": [[k, v] for k, v in value.headers.items()],
+            "mimetype": value.mimetype,
+            "charset": value.charset,
+            "body": base64.b64encode(value.get_body()).decode("ascii"),
+        }
+    raise Unstorable(type(value))
+
+
+def decode(data: Any, part: Callable[[Any], Any]) -> Any:
+    """New objects from what `encode` stored, its parts through `part` (as for `encode`)."""
+    if isinstance(data, list):
+        return [part(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    tag = data.get(TAG)
+    if tag is None:
+        return {k: part(v) for k, v in data.items()}
+    return _DECODERS[tag](data, part)
+
+
+def _dataclass(data: dict[str, Any], part: Callable[[Any], Any]) -> Any:
+    cls: Any = _import(data["cls"])
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{data['cls']} is no longer a dataclass")
+    values = {name: part(value) for name, value in data["v"].items()}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    make: Callable[..., Any] = cls
+    instance = make(**{n: v for n, v in values.items() if fields[n].init})
+    for name, value in values.items():
+        if not fields[name].init:
+            object.__setattr__(instance, name, value)
+    return instance
+
+
+def _http(data: dict[str, Any], _: Callable[[Any], Any]) -> Any:
+    response_class = _http_response_class()
+    if response_class is None:  # pragma: no cover
+        raise TypeError("an HttpResponse result needs azure-functions installed")
+    response = response_class(
+        base64.b64decode(data["body"]), status_code=data["status"],
+        mimetype=data["mimetype"], charset=data["charset"],
+    )  # fmt: skip
+    for name, value in data["headers"]:
+        response.headers.add_header(name, value)
+    return response
+
+
+def _from_iso(kind: Any) -> _Decoder:
+    return lambda data, _: kind.fromisoformat(data["v"])
+
+
+_DECODERS: dict[str, _Decoder] = {
+    "float": lambda d, part: float(d["v"]),
+    "dict": lambda d, part: {part(k): part(v) for k, v in d["v"]},
+    "enum": lambda d, part: _import(d["cls"])(part(d["v"])),
+    "tuple": lambda d, part: tuple(part(item) for item in d["v"]),
+    "namedtuple": lambda d, part: _import(d["cls"])(*(part(item) for item in d["v"])),
+    "set": lambda d, part: {part(item) for item in d["v"]},
+    "frozenset": lambda d, part: frozenset(part(item) for item in d["v"]),
+    "decimal": lambda d, part: Decimal(d["v"]),
+    "timedelta": lambda d, part: dt.timedelta(*d["v"]),
+    "uuid": lambda d, part: uuid.UUID(d["v"]),
+    "bytes": lambda d, part: base64.b64decode(d["v"]),
+    "bytearray": lambda d, part: bytearray(base64.b64decode(d["v"])),
+    "dataclass": _dataclass,
+    "model": lambda d, part: _import(d["cls"]).model_validate(d["v"]),
+    "http": _http,
+    **{tag: _from_iso(kind) for tag, kind in _TIMES.items()},
+}
+
+
+class DefaultCodec:
+    """The codec `@once` uses unless given one (see `blobsingleton.results`). A subclass that
+    adds a type overrides both methods and calls `super()` for the rest: nested values come
+    back through its own methods."""
+
+    def encode(self, result: Any) -> Any:
+        return encode(result, self.encode)
+
+    def decode(self, data: Any) -> Any:
+        return decode(data, self.decode)
+
+
+#: What a completion stores when its result could not be stored: duplicates raise.
+UNSTORED = "unstored"
+
+
+class Results:
+    """One decorated function's results: `store` at completion, `replay` for a duplicate."""
+
+    def __init__(self, function: str, codec: ResultCodec | None) -> None:
+        self.function = function
+        self.codec: ResultCodec = codec or DefaultCodec()
+
+    def store(self, key: str, result: Any) -> tuple[Any, ResultNotStorable | None]:
+        """The stored form of `result`, or a marker and the error the first call raises."""
+        try:
+            return self.codec.encode(result), None
+        except Unstorable as error:
+            kind = error.kind.__qualname__
+        except (TypeError, ValueError) as error:  # a codec of the user's own
+            kind = f"{type(result).__qualname__} ({error})"
+        refused = ResultNotStorable(key, self.function, kind)
+        return {TAG: UNSTORED, "type": kind}, refused
+
+    def replay(self, key: str, stored: Any) -> Any:
+        """A fresh copy of the first call's result; `ResultNotStorable` if it was not stored."""
+        if isinstance(stored, dict) and stored.get(TAG) == UNSTORED:
+            raise ResultNotStorable(key, self.function, str(stored.get("type")))
+        return self.codec.decode(stored)

@@ -1,32 +1,50 @@
-"""The run-once state machine for one key, whatever runs the work (docs/internals.md)."""
+"""The run-once state machine for one key, and the guard `@once` runs it as (docs/internals.md).
+
+One loop, as in Powertools' idempotency: claim (save the record in progress); on conflict read
+the record there; act on its status in one place (`_decide`: completed, replay; in progress,
+busy, or taken over once expired or written under our lease by an earlier holder; another
+payload, `PayloadMismatch`; at most once, abandoned); after the body, complete or free. The
+outcome becomes the invocation's admission in `_admission`, beside it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
-import heapq
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from blobsingleton._invocation import TAKEOVERS, emit, instance_id, off_loop, thread_target
+from blobsingleton._busy import RUN, Admission, Guard
+from blobsingleton._invocation import (
+    TAKEOVERS,
+    emit,
+    first_beats,
+    instance_id,
+    leases_held,
+    off_loop,
+    thread_target,
+)
 from blobsingleton._keys import validate_key
-from blobsingleton._record_speed import fast
-from blobsingleton._records import Record, RecordStore, Status, differing_fields, watches
-from blobsingleton._singleton import held
+from blobsingleton._records import Record, RecordStore, Status, differing_fields, fast, watches
 from blobsingleton.errors import (
     AlreadyInProgress,
     LeaseNotHeld,
+    OutsideGuardedCall,
     PayloadMismatch,
     RecordConflict,
     RunLost,
     StorageUnavailable,
 )
+
+if TYPE_CHECKING:
+    from blobsingleton._once import Results
 
 log = logging.getLogger("blobsingleton")
 
@@ -34,6 +52,8 @@ log = logging.getLogger("blobsingleton")
 MAX_RACES = 5
 #: The default `in_progress_timeout`: how long a crashed run holds its key at most.
 DEFAULT_IN_PROGRESS_TIMEOUT = 15.0
+#: Seconds between looks while a delivery waits for a busy key (`Busy.wait`).
+POLL_INTERVAL = 1.0
 #: Beats per timeout: a beat may be late by two intervals (slow storage) and still land in time.
 BEATS_PER_TIMEOUT = 3
 
@@ -66,8 +86,25 @@ class Outcome:
     record: Record
 
 
-class OnceHandler:
-    """Drives one key through the run-once states (docs/internals.md) on a `RecordStore`."""
+_current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
+    "once_run", default=None
+)
+
+
+def current_run() -> OnceHandler:
+    """The run the executing `@once` invocation owns: its `key`, `attempt` (1, or more after
+    takeovers of crashed runs), `token` (of the `@singleton` lease it runs under, else None)
+    and `ensure_held()`, to call before a side effect that must not happen twice: it raises
+    `RunLost` once another delivery took the key over (or may have)."""
+    handler = _current.get()
+    if handler is None:
+        raise OutsideGuardedCall("current_run()", "@once")
+    return handler
+
+
+class OnceHandler(Guard):
+    """Drives one key through the run-once states (docs/internals.md) on a `RecordStore`: the
+    guard of one `@once` invocation, claimed before the body, completed or freed after."""
 
     def __init__(
         self,
@@ -79,11 +116,16 @@ class OnceHandler:
         in_progress_timeout: float = DEFAULT_IN_PROGRESS_TIMEOUT,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
+        results: Results | None = None,
+        on_replay: Callable[[Any], Any] | None = None,
+        wait_timeout: float = 0.0,
+        hold: float = 0.0,
     ) -> None:
         """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time.
-        `store` is used behind the speed layer (`_record_speed`) unless it opts out. Made
+        `store` is used behind the speed layer (`_records.fast`) unless it opts out. Made
         inside a `@singleton` invocation holding one lease, its records carry that lease's key
-        and token (see `_lease_lost_by`)."""
+        and token (see `_lease_lost_by`). `results` (the function's result codec), `on_replay`,
+        `wait_timeout` and `hold` (the busy policy's): what `@once` gives it as a guard."""
         self.store = fast(store)
         self.key = validate_key(key)
         self.payload = payload
@@ -91,6 +133,10 @@ class OnceHandler:
         self.in_progress_timeout = in_progress_timeout
         self.retention = retention
         self.clock = clock
+        self.results, self.on_replay = results, on_replay
+        #: The waiting policy: held watching `hold` s at the first look, then (when the policy
+        #: waits) looked at again every POLL_INTERVAL s up to `wait_timeout` s.
+        self.wait_timeout, self.hold_s = wait_timeout, hold
         #: The `@singleton` lease this run is under: its key ("" none) and fencing token.
         self.lease, self.token = _lease_held()
         #: Set when a heartbeat finds the record changed: another delivery took the key over.
@@ -160,6 +206,24 @@ class OnceHandler:
         TAKEOVERS.add(1)
         return self._in_progress(record.attempt + 1)
 
+    def _admission(self, outcome: Outcome) -> Admission:
+        """What `_decide`'s outcome means for the invocation: run, a replay, nothing, or busy
+        (then its policy, in `_busy.guarded`): the status table's other half, beside it."""
+        if outcome.decision == Decision.EXECUTE:
+            return RUN
+        record = outcome.record
+        if outcome.decision == Decision.STORED:
+            assert self.results is not None, "a guard has its function's results"
+            emit("replay", key=self.key, function=self.results.function, attempt=record.attempt)
+            result = self.results.replay(self.key, record.result)
+            replayed = self.on_replay(result) if self.on_replay else result
+            return Admission(run=False, result=replayed, outcome="replayed")
+        if outcome.decision == Decision.ABANDONED:
+            return Admission(run=False)
+        return Admission(
+            run=False, busy=self.busy_error(record), retry_after=self.retry_after(record)
+        )
+
     def _lease_lost_by(self, record: Record) -> bool:
         """Whether `record` was written under the lease this run holds, by an earlier holder
         (a lower token): that holder lost the lease or died, so its run is over."""
@@ -193,31 +257,65 @@ class OnceHandler:
                 return decided
         return self.begin()
 
-    def wait(self, timeout: float, poll_interval: float = 1.0, hold: float = 0.0) -> Outcome:
-        """`begin`, held up to `hold` s, then polling while BUSY up to `timeout` s."""
-        deadline = time.monotonic() + timeout
-        outcome = self.hold(self.begin(), min(hold, timeout))
-        while outcome.decision == Decision.BUSY and time.monotonic() < deadline:
-            time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
-            outcome = self.begin()
-        return outcome
-
-    async def begin_async(
-        self, wait: float = 0.0, poll_interval: float = 1.0, hold: float = 0.0
-    ) -> Outcome:
-        """`wait` off the event loop; cancelled, it frees any claim its request made."""
-        deadline = time.monotonic() + wait
-        while True:
-            outcome = await off_loop(
-                functools.partial(self._begin_held, hold), undo=self._free_if_claimed
-            )
-            hold = 0.0  # held at the first look only
-            if outcome.decision != Decision.BUSY or time.monotonic() >= deadline:
-                return outcome
-            await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
-
-    def _begin_held(self, hold: float) -> Outcome:
+    def _look(self, hold: float) -> Outcome:
+        """One look: `begin`, a BUSY outcome held up to `hold` s."""
         return self.hold(self.begin(), hold)
+
+    def _policy(self, wait: bool) -> tuple[float, float]:
+        """When a waiting delivery stops looking (monotonic), and how long its first look holds."""
+        timeout = self.wait_timeout if wait else 0.0
+        return time.monotonic() + timeout, min(self.hold_s, timeout) if wait else self.hold_s
+
+    def _pause(self, deadline: float, outcome: Outcome) -> float | None:
+        """The waiting policy between looks: seconds to wait before the next, None to stop."""
+        left = deadline - time.monotonic()
+        if outcome.decision != Decision.BUSY or left <= 0:
+            return None
+        return min(POLL_INTERVAL, left)
+
+    # The guard: the one loop run blocking (`enter`) or off the event loop (`enter_async`).
+
+    def enter(self, wait: bool) -> Admission:
+        deadline, hold = self._policy(wait)
+        while (pause := self._pause(deadline, outcome := self._look(hold))) is not None:
+            time.sleep(pause)
+            hold = 0.0  # held at the first look only
+        return self._admission(outcome)
+
+    async def enter_async(self, wait: bool) -> Admission:
+        """`enter` off the event loop; cancelled, it frees any claim its request made."""
+        deadline, hold = self._policy(wait)
+        while True:
+            look = functools.partial(self._look, hold)
+            outcome = await off_loop(look, undo=self._free_if_claimed)
+            if (pause := self._pause(deadline, outcome)) is None:
+                return self._admission(outcome)
+            await asyncio.sleep(pause)
+            hold = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"key": self.key, "attempt": self.attempt or None, "token": self.token}
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        # A claim known as ours only after its record could expire (a create answered 500 after
+        # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
+        self.ensure_held()
+        token = _current.set(self)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    def settle(self, result: Any, failed: bool) -> None:
+        if failed:
+            self.fail()
+            return
+        assert self.results is not None, "a guard has its function's results"
+        stored, refused = self.results.store(self.key, result)
+        self.complete(stored)
+        if refused is not None:
+            raise refused
 
     def _free_if_claimed(self, outcome: Outcome) -> None:
         if outcome.decision == Decision.EXECUTE:
@@ -380,7 +478,7 @@ class OnceHandler:
 
 def _lease_held() -> tuple[str, int | None]:
     """The key and token of the one lease the running `@singleton` invocation holds."""
-    leases = held()
+    leases = leases_held.get()
     if len(leases) != 1:
         return "", None
     try:
@@ -394,42 +492,3 @@ def _aged(record: Record, seconds: float) -> Record:
     if record.read_at is None:
         return record
     return record.with_(read_at=record.read_at + seconds)
-
-
-class _FirstBeats:
-    """One thread per process that starts `@once` heartbeats when first due."""
-
-    def __init__(self) -> None:
-        self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
-        self._changed = threading.Condition()
-        self._count = 0
-        self._thread: threading.Thread | None = None
-
-    def schedule(self, at: float, stopped: threading.Event, start: Callable[[], None]) -> None:
-        """Call `start` at monotonic time `at`, unless `stopped` is set by then."""
-        with self._changed:
-            self._count += 1
-            heapq.heappush(self._due, (at, self._count, stopped, start))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="once-first-beats", daemon=True
-                )
-                self._thread.start()
-            elif self._due[0][1] == self._count:
-                self._changed.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._due or self._due[0][0] > time.monotonic():
-                    timeout = self._due[0][0] - time.monotonic() if self._due else None
-                    self._changed.wait(timeout)
-                _, _, stopped, start = heapq.heappop(self._due)
-            if not stopped.is_set():
-                try:
-                    start()
-                except Exception:  # never let one run's start stop every later one
-                    log.exception("run-once: could not start a heartbeat")
-
-
-first_beats = _FirstBeats()

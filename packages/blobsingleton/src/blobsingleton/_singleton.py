@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import inspect
 import logging
 import time
@@ -27,7 +26,7 @@ from blobsingleton._busy import (
     guarded,
 )
 from blobsingleton._connection import Storage, StorageAccount, current_backends
-from blobsingleton._invocation import Owner, current_invocation_id, off_loop
+from blobsingleton._invocation import Owner, current_invocation_id, leases_held, off_loop
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
 from blobsingleton._line import FairLease
@@ -36,9 +35,7 @@ from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
 
-_current: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
-    "singleton_leases", default=()
-)
+_current = leases_held
 
 
 #: The attribute a `@singleton` wrapper carries (copied by outer wrappers' `functools.wraps`).

@@ -1,6 +1,7 @@
 """A delivery that finds its key in progress is held in its process, watching the record
-(the busy policy's `hold`, `_record_watch`): released about when the run it waits for ends,
-or taken over once a killed run's record expires. Real Azurite, real processes where it matters.
+(the busy policy's `hold`, `_blob_records.RecordWatch`): released about when the run it waits
+for ends, or taken over once a killed run's record expires. Real Azurite, real processes where it
+matters.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 from blobsingleton import Busy, once
+from blobsingleton._blob_records import MAX_TICK
 from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._record_speed import _learnt_for, fast, forget_known
-from blobsingleton._record_watch import MAX_TICK
+from blobsingleton._records import _learnt_for, fast, forget_known
 from blobsingleton.errors import RecordConflict
 from blobsingleton.records import BlobRecordStore, Record, Status
 from blobsingleton.testing import RequestCounter, crashed_run

@@ -1,5 +1,5 @@
-"""The speed layer (`_record_speed`) sits between `@once` and any store, a custom one too, and
-a store class can opt out (`speed_layer = False`): issue 40. A store of plain operations
+"""The speed layer (`_records.FastRecords`) sits between `@once` and any store, a custom one
+too, and a store class can opt out (`speed_layer = False`): issue 40. A store of plain operations
 counting its calls, on the process's clock (its records' times are compared with it)."""
 
 from __future__ import annotations

@@ -192,8 +192,9 @@ def test_a_conflict_at_the_first_attempt_costs_one_read(
     counted.put_if_absent(
         Record(key="warm", status=Status.COMPLETED, started_at=1, expires_at=2, ttl=60)
     )
-    # The process's watcher of these records is made by its first watch, through this client.
-    counted.watch("warm", None, time.monotonic())
+    # A look through the watcher makes it: the process's watcher of these records (one per
+    # container and prefix, made on first use) then reads through this counted client.
+    assert counted.get_many(["warm"])["warm"] is not None
     assert run(rival_store(storage_env, container_name)).begin().decision == Decision.EXECUTE
     counter.reset()
     assert run(counted).begin().decision == Decision.BUSY
