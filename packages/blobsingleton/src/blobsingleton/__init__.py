@@ -35,7 +35,7 @@ from blobsingleton.errors import (
     RunLost,
 )
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "AlreadyInProgress", "BlobLease", "BlobSingletonError", "Busy", "BusyPolicy", "LeaseLost",
