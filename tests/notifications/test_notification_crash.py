@@ -1,15 +1,15 @@
 """A sender killed after claiming its event, before sending: recovered within one timeout.
 
-The killed process leaves an in-progress record that nobody renews. Each copy of the event
-that arrives meanwhile is held in its process for `hold_busy` (3 s, shorter than the tests'
-5 s in-progress timeout), then deferred once, until that record's expiry; when it comes back,
-the first copy takes the key over and sends, and the rest get the stored result. Issue 10's
-target: the email is out within 20 s of the kill, with at most one deferral per copy (the old
-fixed 5-minute in-progress timeout held such an event for 5 minutes, re-deferring its copies
+The killed process leaves an in-progress record that nobody renews. Each copy of the event that
+arrives meanwhile is held in its process for the busy policy's `hold` (3 s, shorter than the
+tests' 5 s in-progress timeout), then deferred once, until that record's expiry; when it comes
+back, the first copy takes the key over and sends, and the rest get the stored result. Issue
+10's target: the email is out within 20 s of the kill, with at most one deferral per copy (the
+old fixed 5-minute in-progress timeout held such an event for 5 minutes, re-deferring its copies
 every 5 s). How soon is `bench failover`'s claim (`once_kill`, judged in one run); this test
-holds the counts (one email, one deferral per copy) and a bound of 100 s, five times the
-target and over ten times what it takes on an idle machine, which the old behaviour's five
-minutes would still cross.
+holds the counts (one email, one deferral per copy) and a bound of 100 s, five times the target
+and over ten times what it takes on an idle machine, which the old behaviour's five minutes
+would still cross.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ SUCCESSOR_FRESH = 0.3
 class FairLease(BlobLease):
     """A `BlobLease` whose blocking acquire that finds the key busy waits in the key's line,
     and whose release hands the lease to the first live waiter: waiters get the key in arrival
-    order (what `@singleton(on_busy=Busy.WAIT)` takes). A process that asks again at once may
+    order (what `@singleton(busy=Busy.wait())` takes). A process that asks again at once may
     take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters behind it a release keeps
     the lease a moment for it. Every time it plans with is on `clock`."""
 
