@@ -25,6 +25,8 @@ from typing import Any
 
 import requests
 from azure.core.pipeline.transport import RequestsTransport, RequestsTransportResponse
+from azure.core.rest import HttpRequest as RestHttpRequest
+from azure.core.rest._requests_basic import RestRequestsTransportResponse
 from blobsingleton.config import from_settings
 from blobsingleton.testing import MemoryLease, MemoryLocks, RequestCounter
 from requests.structures import CaseInsensitiveDict
@@ -146,8 +148,9 @@ LOST = ("operation_timed_out", "internal_error")
 Matcher = Callable[[Any], bool]
 
 
-def azure_error(request: Any, kind: str) -> RequestsTransportResponse:
-    """`kind`'s answer to `request` as Azure Storage writes it."""
+def azure_error(request: Any, kind: str) -> Any:
+    """`kind`'s answer to `request` as Azure Storage writes it, in the response type the real
+    transport gives that request (`azure.core.rest`'s for a request built with it)."""
     status, code, message, _ = ANSWERS[kind]
     request_id = str(uuid.uuid4())
     text = f"{message}\nRequestId:{request_id}\nTime:{time.strftime('%Y-%m-%dT%H:%M:%S')}Z"
@@ -164,6 +167,8 @@ def azure_error(request: Any, kind: str) -> RequestsTransportResponse:
     })  # fmt: skip
     answer._content = b"" if request.method == "HEAD" else body
     answer._content_consumed = True
+    if isinstance(request, RestHttpRequest):
+        return RestRequestsTransportResponse(request=request, internal_response=answer)
     return RequestsTransportResponse(request, answer)
 
 

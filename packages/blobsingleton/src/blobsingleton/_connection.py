@@ -25,6 +25,7 @@ from azure.core.exceptions import (
     ClientAuthenticationError,
     HttpResponseError,
     ResourceExistsError,
+    ResourceNotFoundError,
 )
 
 from blobsingleton import _invocation as telemetry
@@ -388,14 +389,43 @@ def retry_on_missing_container(
     return call()
 
 
+_MONTHS = {
+    name: n
+    for n, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
+
+
 def http_date(text: str | None) -> datetime | None:
-    """An HTTP date header's moment (None: absent or not a date)."""
+    """An HTTP date header's moment (None: absent or not a date). Storage's own form,
+    `Sat, 28 Nov 2026 01:20:00 GMT`, is read directly (every answer carries two: a tenth of
+    `email.utils`' cost); any other form, as `email.utils` reads it."""
     if not text:
         return None
+    parts = text.split()
+    if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS:
+        clock = parts[4].split(":")
+        try:
+            return datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]),
+                            int(clock[0]), int(clock[1]), int(clock[2]), tzinfo=UTC)  # fmt: skip
+        except (ValueError, IndexError):
+            return None
     try:
         return parsedate_to_datetime(text)
     except (TypeError, ValueError):
         return None
+
+
+def answered_error(response: Any, request: str) -> HttpResponseError:
+    """A storage answer of 300 or more to a request the library sent over a client's pipeline,
+    as the SDK raises it (`error_code` from `x-ms-error-code`; 404 `ResourceNotFoundError`),
+    so errors are translated in one place whichever way the request went."""
+    kind = ResourceNotFoundError if response.status_code == 404 else HttpResponseError
+    code = response.headers.get("x-ms-error-code")
+    error = kind(message=f"{request} answered {response.status_code} ({code})", response=response)
+    error.error_code = code  # type: ignore[attr-defined]  # as the SDK sets it
+    return error
 
 
 def epoch(moment: datetime | None) -> float | None:

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -246,7 +247,20 @@ async def off_loop(call: Callable[[], T], undo: Callable[[T], None] | None = Non
 
 def instance_id() -> str:
     """`WEBSITE_INSTANCE_ID` on Azure; host name and pid elsewhere."""
-    return os.environ.get("WEBSITE_INSTANCE_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    return os.environ.get("WEBSITE_INSTANCE_ID") or _host_and_pid()
+
+
+_host: tuple[int, str] = (0, "")
+
+
+def _host_and_pid() -> str:
+    """This process's host name and pid, asked of the system once per process (a forked child
+    asks again)."""
+    global _host
+    pid = os.getpid()
+    if _host[0] != pid:
+        _host = (pid, f"{socket.gethostname()}-{pid}")
+    return _host[1]
 
 
 @dataclass(frozen=True)
@@ -305,6 +319,9 @@ def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
     than INFO (default: as the library logs its kinds; INFO for others)."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"an event kind is lower-case letters, digits and '_', not {kind!r}")
+    loud = kind in _WARNINGS if warning is None else warning
+    if not log.isEnabledFor(logging.WARNING if loud else logging.INFO):
+        return  # nobody listens at that level: nothing to build
     if dims.get("invocation_id") is None:  # the worker's id for the invocation, if any
         dims["invocation_id"] = current_invocation_id()
     values = {"instance": instance_id(), **{n: v for n, v in dims.items() if v is not None}}
@@ -312,7 +329,6 @@ def emit(kind: str, *, warning: bool | None = None, **dims: Any) -> None:
         values["duration_s"] = round(values["duration_s"], 3)
     dimensions = {"event": kind, **values}
     text = " ".join(f"{name}={_quoted(value)}" for name, value in dimensions.items())
-    loud = kind in _WARNINGS if warning is None else warning
     log.log(
         logging.WARNING if loud else logging.INFO,
         "%s",
@@ -417,16 +433,21 @@ class FirstBeats:
     """One thread per process that starts `@once` heartbeats when first due."""
 
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, threading.Event, Callable[[], None]]] = []
+        self._due: list[tuple[float, int, threading.Event, weakref.WeakMethod[Any]]] = []
         self._changed = threading.Condition()
         self._count = 0
         self._thread: threading.Thread | None = None
 
     def schedule(self, at: float, stopped: threading.Event, start: Callable[[], None]) -> None:
-        """Call `start` at monotonic time `at`, unless `stopped` is set by then."""
+        """Call method `start` at monotonic time `at`, unless `stopped` is set by then or its
+        object is gone. The object is held weakly: most runs are over long before their first
+        beat, and held until then (a third of the in-progress timeout) a storm's finished runs
+        would pile up with their results."""
         with self._changed:
+            while self._due and self._due[0][2].is_set():
+                heapq.heappop(self._due)  # runs over: their entries leave as they reach the top
             self._count += 1
-            heapq.heappush(self._due, (at, self._count, stopped, start))
+            heapq.heappush(self._due, (at, self._count, stopped, weakref.WeakMethod(start)))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="once-first-beats", daemon=True
@@ -441,8 +462,9 @@ class FirstBeats:
                 while not self._due or self._due[0][0] > time.monotonic():
                     timeout = self._due[0][0] - time.monotonic() if self._due else None
                     self._changed.wait(timeout)
-                _, _, stopped, start = heapq.heappop(self._due)
-            if not stopped.is_set():
+                _, _, stopped, method = heapq.heappop(self._due)
+            start = method()
+            if start is not None and not stopped.is_set():
                 try:
                     start()
                 except Exception:  # never let one run's start stop every later one

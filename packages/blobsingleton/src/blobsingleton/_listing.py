@@ -10,10 +10,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-
 from blobsingleton._azure_sdk import pipeline_sender
-from blobsingleton._connection import ServiceTime, epoch, http_date
+from blobsingleton._connection import ServiceTime, answered_error, epoch, http_date
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +50,7 @@ def list_page(container: Any, prefix: str, size: int, marker: str | None = None)
     )  # fmt: skip
     response = send(request)
     if response.status_code >= 300:
-        raise _error(response)
+        raise answered_error(response, "List Blobs")
     return _parse(response.read(), response.headers.get("Date"))
 
 
@@ -65,14 +63,6 @@ def list_all(container: Any, prefix: str, size: int = 5000) -> tuple[list[Listed
         page = list_page(container, prefix, size, page.next_marker)
         items += page.items
     return items, first.served_at
-
-
-def _error(response: Any) -> HttpResponseError:
-    kind = ResourceNotFoundError if response.status_code == 404 else HttpResponseError
-    code = response.headers.get("x-ms-error-code")
-    error = kind(message=f"List Blobs answered {response.status_code} ({code})", response=response)
-    error.error_code = code  # type: ignore[attr-defined]  # as the SDK sets it
-    return error
 
 
 def _parse(body: bytes, date: str | None) -> Page:

@@ -102,6 +102,10 @@ def current_run() -> OnceHandler:
     return handler
 
 
+def _no_beat() -> None:
+    """No heartbeat: the target before a claim and after its run."""
+
+
 class OnceHandler(Guard):
     """Drives one key through the run-once states (docs/internals.md) on a `RecordStore`: the
     guard of one `@once` invocation, claimed before the body, completed or freed after."""
@@ -145,6 +149,8 @@ class OnceHandler(Guard):
         self._claim_lock = threading.Lock()
         self._stop_beating = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        #: The heartbeat thread's target, in the claiming invocation's context (a claim sets it).
+        self._beat_target: Callable[[], None] = _no_beat
         #: Monotonic time the last successful write of our claim was sent (None: no claim).
         self._confirmed_at: float | None = None
         #: This delivery's claim id, written into every record it writes (see `_ours`).
@@ -389,18 +395,19 @@ class OnceHandler(Guard):
 
     def _start_beating(self) -> None:
         """Start a heartbeat thread when the first beat is due (tests drive `_beat_step`)."""
+        self._beat_target = thread_target(self._beat_on)  # in this invocation's context
         first_beats.schedule(
             time.monotonic() + self.in_progress_timeout / BEATS_PER_TIMEOUT,
             self._stop_beating,
-            functools.partial(self._start_beating_thread, thread_target(self._beat_on)),
+            self._start_beating_thread,
         )
 
-    def _start_beating_thread(self, target: Callable[[], None]) -> None:
+    def _start_beating_thread(self) -> None:
         with self._claim_lock:
             if self._stop_beating.is_set() or self._claimed is None or self._heartbeat:
                 return  # run over, or an earlier claim's start came due first
             self._heartbeat = threading.Thread(
-                target=target, name=f"once-heartbeat-{self.key[:40]}", daemon=True
+                target=self._beat_target, name=f"once-heartbeat-{self.key[:40]}", daemon=True
             )
             self._heartbeat.start()
 
@@ -408,6 +415,7 @@ class OnceHandler(Guard):
         with self._claim_lock:  # no beat thread starts after this
             self._stop_beating.set()
             heartbeat, self._heartbeat = self._heartbeat, None
+            self._beat_target = _no_beat  # (it refers back to this handler)
         if heartbeat is not None:
             heartbeat.join()
         with self._claim_lock:

@@ -12,7 +12,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -70,7 +70,14 @@ class Record:
         return self.remaining(now) <= 0
 
     def with_(self, **changes: Any) -> Record:
-        return replace(self, **changes)
+        """This record with `changes` (`dataclasses.replace`'s answer at a fifth of its cost: a
+        record is copied several times per invocation)."""
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"Record has no field {sorted(unknown)[0]!r}")
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__, **changes)
+        return copy
 
     def to_json(self) -> bytes:
         data = {name: getattr(self, name) for name in _body_fields()}
@@ -84,6 +91,9 @@ class Record:
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = Status(values["status"])
         return cls(**{**values, **beside}, etag=etag)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Record))
 
 
 @functools.cache

@@ -238,7 +238,7 @@ def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racin
     now = time.time()
     first = Record(key=key, status=Status.IN_PROGRESS, started_at=now, expires_at=now + 60,
                    owner="ranked-first", ttl=60.0)  # fmt: skip
-    store._write(first, "create", overwrite=False)  # the copy ranked first creates it
+    store.put_if_absent(first)  # the copy ranked first creates it (the plain store: 1 PUT)
     copy.join(10)
     assert outcome[0].decision == Decision.BUSY and outcome[0].record.owner == "ranked-first"
     assert counter.by_method().get("PUT") == 1  # only the first copy's create

@@ -164,3 +164,34 @@ def test_async_decorator_runs_once_and_a_cancelled_invocation_frees_its_key(
     asyncio.run(main())
     assert calls == ["a", "slow"]
     assert "job-slow" not in store.records, "the cancelled run kept its key claimed"
+
+
+def test_a_run_over_before_its_first_beat_is_not_held_until_that_beat(
+    store: MemoryRecordStore, clock: FakeClock
+) -> None:
+    """A run over in milliseconds must not stay referenced (its handler, its record, its
+    result) for the third of its in-progress timeout until its first heartbeat was due: in a
+    storm of short runs that would hold thousands of them."""
+    import gc
+    import weakref
+
+    first = OnceHandler(store, "first", in_progress_timeout=300, clock=clock)
+    assert first.begin().decision == Decision.EXECUTE
+    first.complete("done")
+    gone = weakref.ref(first)
+    del first
+    second = OnceHandler(store, "second", in_progress_timeout=300, clock=clock)
+    assert second.begin().decision == Decision.EXECUTE  # scheduling its beat drops the first's
+    gc.collect()
+    assert gone() is None, "a finished run is still held by the heartbeat starter"
+    second.complete("done")
+
+
+def test_a_record_copy_keeps_every_field_and_refuses_unknown_ones() -> None:
+    record = Record(key="k", status=Status.IN_PROGRESS, started_at=1.0, expires_at=2.0)
+    done = record.with_(status=Status.COMPLETED, result=[1], etag='"e"')
+    assert done == Record(key="k", status=Status.COMPLETED, started_at=1.0, expires_at=2.0,
+                          result=[1], etag='"e"')  # fmt: skip
+    assert record.status == Status.IN_PROGRESS and record.etag is None  # the original unchanged
+    with pytest.raises(TypeError, match="statuss"):
+        record.with_(statuss=Status.COMPLETED)

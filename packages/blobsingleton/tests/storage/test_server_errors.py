@@ -173,7 +173,7 @@ def test_a_rivals_claim_between_a_503_and_its_retry_is_still_a_conflict(
         if not record_write("job")(request):
             return False
         # (written straight to its blob: the transport's lock is held while this runs)
-        rival._write(claim("job", owner="rival").with_(claim="rival's"), "create", overwrite=False)
+        rival.put_if_absent(claim("job", owner="rival").with_(claim="rival's"))
         return True
 
     load.arm("server_busy", rival_gets_in)
