@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError
+from azure.core.exceptions import (
+    DecodeError,
+    HttpResponseError,
+    IncompleteReadError,
+    ServiceResponseError,
+)
 
 from blobsingleton import _connection
 from blobsingleton import _invocation as telemetry
@@ -50,6 +55,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
+#: A read whose body breaks off is sent again up to this many times in all (as the SDK's
+#: downloads do: the pipeline's retries end with the answer's headers).
+READ_ATTEMPTS = 3
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
 _CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
@@ -261,7 +269,7 @@ class RecordRequests:
             props = self._blob(name).upload_blob(body, metadata=metadata, **conditions)
             return Answer(str(props["etag"]), props.get("last_modified"), epoch(props.get("date")))
         headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
-        headers.update({f"x-ms-meta-{name}": value for name, value in metadata.items()})
+        headers.update({f"x-ms-meta-{field}": value for field, value in metadata.items()})
         if etag is None:
             headers["If-None-Match"] = "*"
         else:
@@ -281,7 +289,14 @@ class RecordRequests:
             return Answer(props.etag, props.last_modified, served.at, dict(props.metadata or {}),
                           body)  # fmt: skip
         headers = {"If-None-Match": unless} if unless else {}
-        return self._answer(self._request("GET", name, headers), "Get Blob", read=True)
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            response = self._request("GET", name, headers, stream=True)
+            try:
+                return self._answer(response, "Get Blob", read=True)
+            except (ServiceResponseError, IncompleteReadError, DecodeError):
+                if attempt == READ_ATTEMPTS:
+                    raise  # (transient: `StorageUnavailable` where the store translates it)
+        raise AssertionError("unreachable")
 
     def delete(self, name: str, etag: str) -> None:
         """Delete Blob, only over `etag`."""
@@ -291,14 +306,17 @@ class RecordRequests:
         self._answer(self._request("DELETE", name, {"If-Match": etag}), "Delete Blob")
 
     def _request(
-        self, method: str, name: str, headers: dict[str, str], body: bytes | None = None
-    ) -> Any:
+        self, method: str, name: str, headers: dict[str, str], body: bytes | None = None,
+        *, stream: bool = False,
+    ) -> Any:  # fmt: skip
+        """Send one request; its answer's body is read inside the pipeline's retries, or left
+        to read (`stream`: a blob's body, which the pipeline would try to decode)."""
         from azure.core.rest import HttpRequest
 
         assert self._send is not None  # only called with a pipeline
         headers["x-ms-version"] = self._version
         url = f"{self._path}{quote(name, safe='~/')}{self._query}"
-        return self._send(HttpRequest(method, url, headers=headers, content=body), stream=True)
+        return self._send(HttpRequest(method, url, headers=headers, content=body), stream=stream)
 
     @staticmethod
     def _answer(response: Any, request: str, *, read: bool = False) -> Answer:

@@ -12,7 +12,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -80,7 +80,14 @@ class Record:
         return copy
 
     def to_json(self) -> bytes:
-        data = {name: getattr(self, name) for name in _body_fields()}
+        """The record's JSON body: fields at their defaults left out (a reader, this version's
+        or an earlier one, takes the default for a missing field), so the body and the copy in
+        the blob's metadata that every listing carries stay small."""
+        data = {}
+        for name, default in _body_defaults():
+            value = getattr(self, name)
+            if type(value) is not type(default) or value != default:
+                data[name] = value
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -100,6 +107,16 @@ _FIELD_NAMES = frozenset(f.name for f in fields(Record))
 def _body_fields() -> tuple[str, ...]:
     """The record's fields its JSON body holds, in declaration order."""
     return tuple(f.name for f in fields(Record) if f.name not in _NOT_IN_BODY)
+
+
+@functools.cache
+def _body_defaults() -> tuple[tuple[str, Any], ...]:
+    """Each body field and its default (a unique marker for a field without one: always kept)."""
+    missing = object()
+    known = {f.name: f.default for f in fields(Record)}
+    return tuple(
+        (name, missing if known[name] is MISSING else known[name]) for name in _body_fields()
+    )
 
 
 def payload_hash(payload: Any) -> str:

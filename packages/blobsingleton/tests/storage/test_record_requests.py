@@ -22,9 +22,11 @@ from azure.storage.blob import (
     ContainerSasPermissions,
     generate_container_sas,
 )
-from blobsingleton import _blob_records
+from azure.core.exceptions import IncompleteReadError
+from azure.core.pipeline.transport import RequestsTransport
+from blobsingleton import StorageAccount, _blob_records
 from blobsingleton._connection import http_date
-from blobsingleton.errors import RecordConflict
+from blobsingleton.errors import RecordConflict, StorageUnavailable
 from blobsingleton.records import BlobRecordStore, Record, Status
 from libsupport import ACCOUNT, KEY, blob_service
 
@@ -171,3 +173,44 @@ def test_storages_dates_read_as_email_utils_reads_them() -> None:
     for bad in ("", None, "Sun, 31 Feb 2026 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT",
                 "not a date"):  # fmt: skip
         assert http_date(bad) is None
+
+
+class BodyBreaksOff(RequestsTransport):
+    """The real transport, but the first `times` reads of a record's body break off after its
+    headers arrived (a connection lost mid-answer), as the pipeline's retries cannot see."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__()
+        self.times = times
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        response = super().send(request, **kwargs)
+        if request.method == "GET" and "comp=list" not in request.url and self.times > 0:
+            self.times -= 1
+
+            def broken() -> bytes:
+                response.internal_response.close()
+                raise IncompleteReadError("the answer's body broke off")
+
+            response.read = broken
+        return response
+
+
+@pytest.mark.parametrize("breaks", [2, 3])
+def test_a_read_whose_body_breaks_off_is_sent_again_twice_at_most(
+    storage_env: str, breaks: int
+) -> None:
+    container = _container()
+    created = BlobRecordStore(container=container, namespace="requests").put_if_absent(_record("k"))
+    transport = BodyBreaksOff(breaks)
+    account = StorageAccount(connection_string=storage_env, client_options={"transport": transport})
+    reader = BlobRecordStore(
+        container=account.blob_service().get_container_client(container.container_name),
+        namespace="requests",
+    )
+    if breaks == 2:  # sent three times in all, as the SDK's downloads are
+        _same(reader.get("k"), created)
+    else:
+        with pytest.raises(StorageUnavailable):
+            reader.get("k")
+    assert transport.times == 0
