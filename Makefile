@@ -57,7 +57,7 @@ demo-intro:
 	@echo "3 to 4 minutes (a virtualenv of pinned packages, then the Node tools), once only."
 
 test: setup lint docs
-	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # Under a minute: only the tests that start no Azurite, Prism or process (not marked `services`),
 # spread test by test over one process per core (they wait on the CPU, not on services).
