@@ -11,7 +11,7 @@ a file not listed after every listed one, in collection order. It only orders: a
 makes the run a little longer, never a test pass or fail. Refresh it after a run of the whole
 suite:
 
-    .venv/bin/python -m pytest -n 3 --dist loadfile --durations=0 -q > /tmp/durations.txt
+    make test PYTEST_ARGS="--durations=0 -q" > /tmp/durations.txt
     .venv/bin/python -m tests.durations /tmp/durations.txt
 """
 
