@@ -30,6 +30,7 @@ from devhost import request_counting  # noqa: E402
 from harness import services  # noqa: E402
 from harness.callbacks import RECEIVER_SETTINGS, CallbackReceiver  # noqa: E402
 from harness.fault_proxy import FaultRates  # noqa: E402
+from tests import durations  # noqa: E402
 from tests.otel import Telemetry  # noqa: E402
 from tests.support import AppSettings, ScriptedProxy, child_env, fresh_functions  # noqa: E402
 
@@ -72,6 +73,7 @@ def needs_services(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    durations.longest_files_first(items)  # the order pytest-xdist hands files out in
     for item in items:
         if needs_services(item) and item.get_closest_marker("services") is None:
             item.add_marker(pytest.mark.services)
