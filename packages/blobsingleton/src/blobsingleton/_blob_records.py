@@ -486,7 +486,12 @@ class RecordWatch:
         Returns (changed, record now or last known; None: absent or nothing learnt)."""
         with self._lock:
             pace = self._run_s
-            self._tokens = min(MAX_TOKENS, self._tokens + TICKS_PER_WAIT)
+            # A wait shares its ticks with the others waiting in the process, so pays part of
+            # one; a wait alone has nobody to share with: its tick is its own read, paid whole
+            # (at part of one, a process taking keys one at a time would run out and wait
+            # MAX_TICK for each key).
+            alone = not any(not w.fresh for w in self._waiters)
+            self._tokens = min(MAX_TOKENS, self._tokens + (1.0 if alone else TICKS_PER_WAIT))
         return self._wait(
             _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
         )

@@ -256,3 +256,25 @@ def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
     assert outcome.decision == Decision.EXECUTE
     # one look when its rank comes (the key still absent), then the create: no read before
     assert counter.by_method() == {"GET": 1, "PUT": 1}
+
+
+def test_a_process_waiting_for_one_key_at_a_time_never_runs_out_of_ticks() -> None:
+    """A wait alone in its process pays its own tick whole: nobody shares it. Paid in part,
+    as waits sharing ticks pay, a process taking keys one at a time behind a rival ran out of
+    ticks after eight keys and then waited MAX_TICK for every key (two racers on 200 keys: 28
+    to 71 s where one alone took 2.4 s)."""
+    from blobsingleton._blob_records import RecordWatch, _State
+
+    ticks: list[list[str]] = []
+
+    def ask(names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
+        ticks.append(names)
+        return {name: _State(True, f'"{len(ticks)}"') for name in names}  # each one changed
+
+    watch = RecordWatch(None, "p", lambda key: None, lambda name, record: None, None)  # type: ignore[arg-type]
+    watch._ask = ask  # type: ignore[method-assign]  # storage answering "changed" at once
+    for i in range(20):
+        changed, _ = watch.watch(f"p/k{i}", f"k{i}", '"old"', time.monotonic() + 30)
+        assert changed
+        assert watch._tokens >= 1.0, f"out of ticks after {i + 1} keys waited for one by one"
+    assert len(ticks) == 20  # one tick (one request) per wait, never more
