@@ -16,14 +16,14 @@ from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 import pytest
+from azure.core.exceptions import IncompleteReadError
+from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.blob import (
     BlobServiceClient,
     ContainerClient,
     ContainerSasPermissions,
     generate_container_sas,
 )
-from azure.core.exceptions import IncompleteReadError
-from azure.core.pipeline.transport import RequestsTransport
 from blobsingleton import StorageAccount, _blob_records
 from blobsingleton._connection import http_date
 from blobsingleton.errors import RecordConflict, StorageUnavailable
