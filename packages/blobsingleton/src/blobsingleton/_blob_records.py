@@ -47,7 +47,15 @@ from blobsingleton._invocation import thread_target
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
-from blobsingleton._records import IN_BODY, Record, RecordStore, Status, forget, remember_seen
+from blobsingleton._records import (
+    IN_BODY,
+    Record,
+    RecordStore,
+    Status,
+    forget,
+    remember_seen,
+    run_seconds,
+)
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
@@ -120,8 +128,9 @@ class BlobRecordStore(RecordStore):
     def _watch(self) -> RecordWatch:
         if self._watcher is None:
             self._watcher = watch_for(
-                self._container, self.prefix, self._read_key, self._seen, self._requests
-            )
+                self._container, self.prefix, self._read_key, self._seen, self._requests,
+                functools.partial(run_seconds, self),
+            )  # fmt: skip
         return self._watcher
 
     def _seen(self, name: str, record: Record) -> None:
@@ -140,12 +149,8 @@ class BlobRecordStore(RecordStore):
         return self._write(record, "create run-once record")
 
     def replace(self, record: Record, etag: str) -> Record:
-        """One upload with If-Match. (A completion tells the watcher how long runs take here:
-        the pace of its first tick, `RecordWatch.note_run`.)"""
-        written = self._write(record, "update run-once record", etag)
-        if record.status == Status.COMPLETED:
-            self._watch().note_run(time.time() - record.started_at)
-        return written
+        """One upload with If-Match."""
+        return self._write(record, "update run-once record", etag)
 
     def delete(self, key: str, etag: str) -> None:
         """One delete with If-Match."""
@@ -223,9 +228,7 @@ class BlobRecordStore(RecordStore):
                 answer = self._requests.download(self._name(key))
         except RecordConflict:  # 404: no such blob, or no container yet
             return None
-        return RecordBlob.from_body(
-            answer.body, answer.etag, answer.metadata, answer.last_modified, answer.served_at
-        )
+        return RecordBlob.read(answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,14 +292,12 @@ class RecordRequests:
             return Answer(props.etag, props.last_modified, served.at, dict(props.metadata or {}),
                           body)  # fmt: skip
         headers = {"If-None-Match": unless} if unless else {}
-        for attempt in range(1, READ_ATTEMPTS + 1):
-            response = self._request("GET", name, headers, stream=True)
-            try:
-                return self._answer(response, "Get Blob", read=True)
-            except (ServiceResponseError, IncompleteReadError, DecodeError):
-                if attempt == READ_ATTEMPTS:
-                    raise  # (transient: `StorageUnavailable` where the store translates it)
-        raise AssertionError("unreachable")
+        for _ in range(READ_ATTEMPTS - 1):
+            with contextlib.suppress(ServiceResponseError, IncompleteReadError, DecodeError):
+                return self._answer(self._request("GET", name, headers, stream=True), "Get Blob",
+                                    read=True)  # fmt: skip
+        # the last attempt: a broken body is transient (`StorageUnavailable` where translated)
+        return self._answer(self._request("GET", name, headers, stream=True), "Get Blob", read=True)
 
     def delete(self, name: str, etag: str) -> None:
         """Delete Blob, only over `etag`."""
@@ -403,12 +404,17 @@ class RecordBlob:
         return record.with_(result=IN_BODY) if in_body else record
 
     @staticmethod
+    def read(answer: Answer) -> Record:
+        """The record a download read."""
+        return RecordBlob.from_body(
+            answer.body, answer.etag, answer.metadata, answer.last_modified, answer.served_at
+        )
+
+    @staticmethod
     def from_answer(answer: Answer) -> Record | None:
         """The record a download read (None when the body is not a record)."""
         try:
-            return RecordBlob.from_body(
-                answer.body, answer.etag, answer.metadata, answer.last_modified, answer.served_at
-            )
+            return RecordBlob.read(answer)
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -462,19 +468,22 @@ class RecordWatch:
     def __init__(
         self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
         seen: Callable[[str, Record], None], requests: RecordRequests,
+        pace: Callable[[], float],
     ) -> None:  # fmt: skip
         """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
         record)`: told of each completed record a listing carries (neighbours of the keys
-        asked for too), for the speed layer to remember. `requests`: how one name is read."""
+        asked for too), for the speed layer to remember. `requests`: how one name is read.
+        `pace()`: how long a run takes here, as the speed layer learnt it (the first tick of a
+        wait comes that long after it starts)."""
         self._container = container
         self._requests = requests
+        self._pace = pace
         self._prefix = f"{prefix}/"
         self._read = read
         self._seen = seen
         self._lock = threading.Condition()
         self._waiters: list[_Waiter] = []
         self._thread: threading.Thread | None = None
-        self._run_s = FIRST_TICK
         #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
         self._tokens = MAX_TOKENS
         self._last_tick = 0.0
@@ -484,8 +493,8 @@ class RecordWatch:
     ) -> tuple[bool, Record | None]:
         """Block until record `name` differs from `etag` (None: absent) or monotonic `until`.
         Returns (changed, record now or last known; None: absent or nothing learnt)."""
+        pace = self._pace()
         with self._lock:
-            pace = self._run_s
             # A wait shares its ticks with the others waiting in the process, so pays part of
             # one; a wait alone has nobody to share with: its tick is its own read, paid whole
             # (at part of one, a process taking keys one at a time would run out and wait
@@ -523,11 +532,6 @@ class RecordWatch:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
         return waiter.changed, waiter.record
-
-    def note_run(self, seconds: float) -> None:
-        """A run in this process took `seconds`: the pace of the first tick after a wait starts."""
-        with self._lock:
-            self._run_s = 0.7 * self._run_s + 0.3 * max(MIN_TICK, min(MAX_TICK, seconds))
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -664,12 +668,12 @@ _watches_lock = threading.Lock()
 
 def watch_for(
     container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
-    seen: Callable[[str, Record], None], requests: RecordRequests,
+    seen: Callable[[str, Record], None], requests: RecordRequests, pace: Callable[[], float],
 ) -> RecordWatch:  # fmt: skip
     """The process's watcher of the records under `prefix` in `container` (made on first use)."""
     ident = (f"{container.url}", prefix)
     with _watches_lock:
         found = _watches.get(ident)
         if found is None:
-            found = _watches[ident] = RecordWatch(container, prefix, read, seen, requests)
+            found = _watches[ident] = RecordWatch(container, prefix, read, seen, requests, pace)
         return found

@@ -295,6 +295,13 @@ def fast(store: RecordStore) -> RecordStore:
     return FastRecords(store)
 
 
+def run_seconds(store: RecordStore) -> float:
+    """How long a run takes here, as the speed layer learnt it from completions on `store`."""
+    learnt = _learnt_for(store)
+    with learnt.lock:
+        return learnt.run_s
+
+
 def forget(store: RecordStore, key: str) -> None:
     """Forget a remembered completion of `key` (the store deleted it outside the layer)."""
     learnt = _learnt_for(store)

@@ -271,7 +271,9 @@ def test_a_process_waiting_for_one_key_at_a_time_never_runs_out_of_ticks() -> No
         ticks.append(names)
         return {name: _State(True, f'"{len(ticks)}"') for name in names}  # each one changed
 
-    watch = RecordWatch(None, "p", lambda key: None, lambda name, record: None, None)  # type: ignore[arg-type]
+    watch = RecordWatch(
+        None, "p", lambda key: None, lambda name, record: None, None, lambda: 0.05,  # type: ignore[arg-type]
+    )  # fmt: skip
     watch._ask = ask  # type: ignore[method-assign]  # storage answering "changed" at once
     for i in range(20):
         changed, _ = watch.watch(f"p/k{i}", f"k{i}", '"old"', time.monotonic() + 30)
