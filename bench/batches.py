@@ -39,14 +39,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def events(count: int, first_sequence: int) -> list[func.EventHubEvent]:
     """A batch as the worker decodes it (azure-functions-python-library tests/test_eventhub.py
-    shapes: collection_bytes data, SystemPropertiesArray metadata)."""
+    shapes: collection_bytes data, SystemPropertiesArray and PartitionContext metadata)."""
     bodies = [json.dumps({"order_id": f"o{first_sequence + i}"}).encode() for i in range(count)]
     properties = [{"SequenceNumber": first_sequence + i, "Offset": str(first_sequence + i),
                    "PartitionKey": None, "EnqueuedTimeUtc": "2026-11-27T12:00:00+00:00"}
                   for i in range(count)]  # fmt: skip
     decoded = EventHubTriggerConverter.decode(
         meta.Datum(SimpleNamespace(bytes=bodies), "collection_bytes"),
-        trigger_metadata={"SystemPropertiesArray": meta.Datum(json.dumps(properties), "json")},
+        trigger_metadata={
+            "SystemPropertiesArray": meta.Datum(json.dumps(properties), "json"),
+            "PartitionContext": meta.Datum(json.dumps({"PartitionId": "0"}), "json"),
+        },
     )
     assert isinstance(decoded, list)
     return decoded
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with azurite_storage():
         os.environ["RUNONCE_CONTAINER"] = "bench-batches"
 
-        @once("charge-{event.sequence_number}")
+        @once("charge-{PartitionId}-{event.sequence_number}")
         def charge(event: func.EventHubEvent) -> dict[str, str]:
             runs[0] += 1
             return {"charged": json.loads(event.get_body())["order_id"]}

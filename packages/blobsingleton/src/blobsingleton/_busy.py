@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _invocation as telemetry
-from blobsingleton import _keys
+from blobsingleton import _keys, _misuse
 from blobsingleton._connection import (
     StorageAccount,
     current_backends,
@@ -412,6 +412,7 @@ def guarded(
         return _policies(entry_point(run_async, fn), fn, busy)  # type: ignore[return-value]
 
     def run(*args: Any, **kwargs: Any) -> Any:
+        _misuse.warn_on_loop(fn)
         refuse_unfit_arguments(fn, busy, args, kwargs)
         with invocation_scope(kwargs), telemetry.invocation(*label) as call:
             guard = make_guard(*args, **kwargs)

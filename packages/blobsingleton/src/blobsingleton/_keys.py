@@ -27,7 +27,7 @@ from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
 
 #: Whose keys: a function's own, or the app's (WebJobs' SingletonScope.Function / Host).
 Scope = Literal["function", "app"]
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
+FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
 
 @runtime_checkable
@@ -69,17 +69,22 @@ class TriggerKind:
     body: Callable[[Any], list[Mapping[str, Any]]]
     #: What `body` is, for errors: "JSON body".
     body_label: str
-    #: Names unique only together with one of `completes` (an Event Hubs sequence number).
+    #: Names unique only within a scope (an Event Hubs sequence number: its partition), however
+    #: spelled: an identity name, the last part of a path through the argument
+    #: (`{event.sequence_number}`, `{event.metadata.SequenceNumber}`) or, where the body is the
+    #: item itself (`system_body`: a Cosmos DB document), a body field. Refused unless one of
+    #: `completes` (the scope) is in the key too; `partial_reason` says what to add.
     partial: frozenset[str] = frozenset()
     completes: frozenset[str] = frozenset()
     partial_reason: str = ""
+    system_body: bool = False
     #: What it offers instead of a body, for errors.
     instead: str = ""
 
     def describe(self, bodies: list[Mapping[str, Any]]) -> str:
         """The trigger and what it offers a key, for an error (field names, never values)."""
         names = ", ".join(f"{{{n}}}" for n in self.names) or "none"
-        fields = sorted({f for source in bodies for f in source if _FIELD.fullmatch(f"{{{f}}}")})
+        fields = sorted({f for source in bodies for f in source if FIELD.fullmatch(f"{{{f}}}")})
         shown = ", ".join(fields[:_SHOWN]) + (
             f" and {len(fields) - _SHOWN} more" if len(fields) > _SHOWN else ""
         )
@@ -183,8 +188,9 @@ EVENT_HUBS = TriggerKind(
     partial=frozenset({"SequenceNumber", "sequence_number", "Offset", "offset"}),
     completes=frozenset({"PartitionId", "partition_id"}),
     partial_reason=(
-        "identifies an Event Hubs event only within its partition: add {PartitionId} to the "
-        "key, as in 'ingest-{PartitionId}-{SequenceNumber}'"
+        "identifies an Event Hubs event only within its partition (another partition has the "
+        "same numbers): add {PartitionId} (or {ARG.metadata.PartitionContext.PartitionId}) to "
+        "the key, as in 'ingest-{PartitionId}-{SequenceNumber}'"
     ),
 )  # fmt: skip
 EVENT_GRID = TriggerKind(
@@ -202,6 +208,13 @@ COSMOS_DOCUMENT = TriggerKind(
     {"Id": _document_field("id"), "Lsn": _document_field("_lsn"),
      "ETag": _document_field("_etag")},
     lambda document: [document], "document",
+    partial=frozenset({"Lsn", "_lsn"}),
+    completes=frozenset({"Id", "id"}),
+    partial_reason=(
+        "is a change's number within its partition key range (documents of other ranges have "
+        "the same numbers): add the document's {id} to the key, as in 'sync-{id}-{_lsn}'"
+    ),
+    system_body=True,
 )  # fmt: skip
 BLOB = TriggerKind(
     "blob", "blobTrigger",
@@ -230,7 +243,7 @@ def trigger_of(value: Any) -> TriggerKind | None:
     HTTP request, a queue message, a timer, as the library's protocols read them)."""
     if isinstance(value, (str, bytes, int, float, list, tuple)) or value is None:
         return None
-    kind = _kind_of_class(type(value))
+    kind = trigger_kind_of_class(type(value))
     if kind is not None:
         return kind
     # (one attribute looked up first: a protocol's isinstance costs ten times as much, and
@@ -254,7 +267,7 @@ def first_item(value: Any) -> Any:
 _KINDS: dict[type, TriggerKind | None] = {}
 
 
-def _kind_of_class(cls: type) -> TriggerKind | None:
+def trigger_kind_of_class(cls: type) -> TriggerKind | None:
     if cls not in _KINDS:
         _KINDS[cls] = next(
             (
@@ -288,7 +301,7 @@ def resolve_key(
     bound = signature.bind_partial(*args, **kwargs).arguments
     text = resolve_placeholders(template)
     call = _Call(template, bound, schedule)
-    key = _FIELD.sub(lambda m: call.lookup(m.group(1)), text)
+    key = FIELD.sub(lambda m: call.lookup(m.group(1)), text)
     call.check()
     return key
 
@@ -304,7 +317,8 @@ class _Call:
             if (kind := trigger_of(value)) is not None
         ]
         self._bodies: dict[str, list[Mapping[str, Any]]] = {}
-        self._used: dict[str, set[str]] = {}
+        #: Per trigger argument, the identity names its key reads, each with its spelling.
+        self._used: dict[str, dict[str, str]] = {}
 
     def bodies(self, name: str, value: Any, kind: TriggerKind) -> list[Mapping[str, Any]]:
         if name not in self._bodies:
@@ -315,26 +329,38 @@ class _Call:
         template = self.template
         head, *path = field.split(".")
         if head in self.bound:
+            batch = _batch_of(head, self.bound[head])
+            if batch is not None:
+                raise KeyTemplateError(template, field, f"cannot be read: {batch}")
+            if path and any(name == head for name, _, _ in self.triggers):
+                self._use(head, path[-1], field)  # a path through a trigger argument
             return _follow(template, field, self.bound[head], path)
         for name, value, kind in self.triggers:
             for source in self.bodies(name, value, kind):
                 if head in source:
+                    if kind.system_body:
+                        self._use(name, (path or [head])[-1], field)
                     return _follow(template, field, source[head], path)
         for name, value, kind in self.triggers:
             if head in kind.names:
-                self._used.setdefault(name, set()).add(head)
+                self._use(name, (path or [head])[-1], field)
                 return _follow(template, field, kind.names[head](value), path)
             if head == "occurrence" and not path and kind is TIMER:
                 return _occurrence(template, value, self.schedule)
         raise KeyTemplateError(template, field, self._not_found())
 
+    def _use(self, argument: str, name: str, field: str) -> None:
+        """Note that the key reads `name` of trigger argument `argument` (spelt `field`)."""
+        self._used.setdefault(argument, {})[name] = field
+
     def check(self) -> None:
-        """Refuse a key made of names that identify an item only together with another."""
+        """Refuse a key made of names that identify an item only within a scope (a partition)
+        without that scope, however each is spelt (`partial_identity`)."""
         for name, _, kind in self.triggers:
-            used = self._used.get(name, set())
-            partial = sorted(used & kind.partial)
-            if partial and not used & kind.completes:
-                raise KeyTemplateError(self.template, partial[0], kind.partial_reason)
+            used = self._used.get(name, {})
+            refused = partial_identity(kind, used, name)
+            if refused is not None:
+                raise KeyTemplateError(self.template, *refused)
 
     def _not_found(self) -> str:
         """What the invocation offers instead: its arguments, per trigger argument its body
@@ -342,20 +368,37 @@ class _Call:
         offers = [f"arguments: {', '.join(self.bound) or 'none'}"]
         for name, value, kind in self.triggers:
             offers.append(f"{name} is {kind.describe(self.bodies(name, value, kind))}")
-        for name, value in self.bound.items():
-            first = first_item(value)
-            if first is not None:
-                item = trigger_of(first)
-                if item is not None:
-                    offers.append(
-                        f"{name} is a list of {len(value)} {item.name}s (a batch, "
-                        "cardinality many): a key template names one item"
-                    )
+        offers += filter(None, (_batch_of(name, value) for name, value in self.bound.items()))
         return (
             "is not an argument, a body field or an identity name of this invocation ("
             + "; ".join(offers)
             + ")"
         )
+
+
+def _batch_of(name: str, value: Any) -> str | None:
+    """Why argument `name` has no key when it is a batch of trigger items (a list, a
+    `func.DocumentList`), naming `fn.each`; else None."""
+    item = trigger_of(first_item(value))
+    if item is None:
+        return None
+    return (
+        f"{name} is a list of {len(value)} {item.name}s (a batch, cardinality many): a key "
+        f"template names one item: call fn.each({name}) to run each item once (README, "
+        "'Batches')"
+    )
+
+
+def partial_identity(
+    kind: TriggerKind, used: Mapping[str, str], argument: str
+) -> tuple[str, str] | None:
+    """The field and reason to refuse a key reading `used` of a `kind` argument named
+    `argument` (each name read, with the field that spelt it): a name unique only within a
+    scope with no name of the scope beside it. None when the key is whole."""
+    partial = sorted(field for name, field in used.items() if name in kind.partial)
+    if not partial or any(name in kind.completes for name in used):
+        return None
+    return partial[0], kind.partial_reason.replace("ARG", argument)
 
 
 #: Values a key may be made of. Anything else (a list, a dict, an object) has no one spelling.

@@ -17,7 +17,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Literal, Protocol, overload
 
-from blobsingleton import _batch
+from blobsingleton import _batch, _misuse
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import (
     Answer,
@@ -84,6 +84,7 @@ def once(
     busy: BusyPolicy = ..., schedule: str | None = ..., storage: Records = ...,
     run_without_key: bool = ...,
 ) -> _batch.MaybeSkippedOnce: ...  # fmt: skip
+@_misuse.teaches_renames("once")
 def once(
     key: str,
     *,
@@ -144,6 +145,7 @@ def once(
     retention_s = _seconds(retention)
 
     def decorate(fn: F) -> F:
+        _misuse.check_target("once", [key], fn)
         signature = inspect.signature(fn)
         results = Results(fn.__qualname__, result)
         scope_id = None if scope == "app" else function_scope(fn)
@@ -192,6 +194,7 @@ def _with_each(wrapper: F, fn: F, batch: Callable[[], _batch.BatchSpec]) -> F:
             return await _batch.each_async(batch(), items, args, kwargs)
 
         wrapper.each_async = run_each_async  # type: ignore[attr-defined]
+        wrapper.each = _misuse.async_each(fn)  # type: ignore[attr-defined]
     else:
 
         def run_each(items: Iterable[Any], /, *args: Any, **kwargs: Any) -> Any:

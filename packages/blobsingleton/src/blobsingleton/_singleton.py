@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
+from blobsingleton import _misuse
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import (
     RUN,
@@ -154,6 +155,7 @@ def singleton(
     key: str | Sequence[str], /, *, scope: Scope = ..., busy: BusyPolicy, period: float = ...,
     schedule: str | None = ..., storage: Locks = ..., fair: bool | None = ..., limit: int = ...,
 ) -> MaybeSkipped: ...  # fmt: skip
+@_misuse.teaches_renames("singleton")
 def singleton(
     key: str | Sequence[str],
     /,
@@ -201,6 +203,7 @@ def singleton(
     check_limit(limit)
 
     def decorate(fn: F) -> F:
+        _misuse.check_target("singleton", templates, fn)
         if getattr(fn, MARK, False):
             raise TypeError(
                 f"{fn.__qualname__} has two @singleton decorators: name every key it needs in "

@@ -17,7 +17,7 @@ from eventhub_batch import orders
 def main() -> None:
     out, count, start = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
-    @once("charge-{event.sequence_number}", busy=Busy.wait(timeout=60))
+    @once("charge-{PartitionId}-{event.sequence_number}", busy=Busy.wait(timeout=60))
     def charge(event: func.EventHubEvent) -> dict[str, int | None]:
         with open(out, "a") as f:
             f.write(f"{event.sequence_number} {os.getpid()}\n")

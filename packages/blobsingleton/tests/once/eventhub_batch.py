@@ -3,7 +3,7 @@
 (the shapes of azure-functions-python-library's tests/test_eventhub.py,
 `_generate_multiple_iothub_data('collection_bytes')` and `_generate_multiple_trigger_metadata`,
 with the system properties the Event Hubs extension adds per event: SequenceNumber, Offset,
-PartitionKey, EnqueuedTimeUtc)."""
+PartitionKey, EnqueuedTimeUtc; and the batch's PartitionContext, partition 0)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,11 @@ def events(bodies: list[dict[str, Any]], first_sequence: int) -> list[func.Event
         for i in range(len(bodies))
     ]  # fmt: skip
     decoded = EventHubTriggerConverter.decode(
-        data, trigger_metadata={"SystemPropertiesArray": meta.Datum(json.dumps(properties), "json")}
+        data,
+        trigger_metadata={
+            "SystemPropertiesArray": meta.Datum(json.dumps(properties), "json"),
+            "PartitionContext": meta.Datum(json.dumps({"PartitionId": "0"}), "json"),
+        },
     )
     assert isinstance(decoded, list)
     return decoded

@@ -28,7 +28,7 @@ RACER = str(Path(__file__).with_name("batch_racer.py"))
 
 
 def charger(runs: Counter[int], **options: Any) -> Any:
-    @once("charge-{event.sequence_number}", **options)
+    @once("charge-{PartitionId}-{event.sequence_number}", **options)
     def charge(event: func.EventHubEvent) -> dict[str, Any]:
         runs[event.sequence_number] += 1
         return {"charged": json.loads(event.get_body())["order_id"]}
@@ -53,7 +53,7 @@ def test_a_new_batch_runs_each_item_once_for_at_most_2_2_requests_per_item(
     assert result.counts() == {"ran": 100}
     assert all(runs[e.sequence_number] == 1 for e in batch)
     assert result.values() == [stored(e) for e in batch]
-    assert [r.key for r in result] == [f"charge-{e.sequence_number}" for e in batch]
+    assert [r.key for r in result] == [f"charge-0-{e.sequence_number}" for e in batch]
     assert requests <= 220, requests  # the floor is 200: claim and complete each
 
 
@@ -80,7 +80,7 @@ def test_a_replayed_batch_with_results_over_4_kb_reads_a_result_only_when_asked(
 ) -> None:
     runs: Counter[int] = Counter()
 
-    @once("big-{event.sequence_number}")
+    @once("big-{PartitionId}-{event.sequence_number}")
     def report(event: func.EventHubEvent) -> str:
         runs[event.sequence_number] += 1
         return f"{event.sequence_number}:" + "x" * 5000  # a record too large for its metadata
@@ -120,7 +120,7 @@ def test_one_items_failure_runs_the_others_and_frees_only_its_key(storage_env: s
     batch = orders(10)
     broken = {batch[3].sequence_number}
 
-    @once("charge-{event.sequence_number}")
+    @once("charge-{PartitionId}-{event.sequence_number}")
     def charge(event: func.EventHubEvent) -> int:
         runs[event.sequence_number] += 1
         if event.sequence_number in broken:
@@ -130,10 +130,10 @@ def test_one_items_failure_runs_the_others_and_frees_only_its_key(storage_env: s
     result = charge.each(batch)
     assert [r.outcome for r in result] == ["ran"] * 3 + ["failed"] + ["ran"] * 6
     assert isinstance(result[3].error, ConnectionError)
-    assert [r.key for r in result.failed] == [f"charge-{batch[3].sequence_number}"]
+    assert [r.key for r in result.failed] == [f"charge-0-{batch[3].sequence_number}"]
     with pytest.raises(BatchFailed) as raised:
         result.raise_if_failed()
-    assert raised.value.keys == (f"charge-{batch[3].sequence_number}",)
+    assert raised.value.keys == (f"charge-0-{batch[3].sequence_number}",)
     assert raised.value.total == 10
     assert isinstance(raised.value.__cause__, ConnectionError)
     broken.clear()  # redelivered (Service Bus abandons the batch): only the failed one runs
@@ -166,7 +166,7 @@ class Holder:
 @pytest.mark.parametrize("policy", ["skip", "wait", "callable"])
 def test_an_item_in_progress_elsewhere_gets_the_busy_policy(storage_env: str, policy: str) -> None:
     batch = orders(5)
-    holder = Holder("charge-{event.sequence_number}")
+    holder = Holder("charge-{PartitionId}-{event.sequence_number}")
     runs: Counter[int] = Counter()
 
     chosen: BusyPolicy = {
@@ -175,7 +175,7 @@ def test_an_item_in_progress_elsewhere_gets_the_busy_policy(storage_env: str, po
         "callable": Busy.answer(lambda error: f"busy: {error.key}", hold=0.2),  # type: ignore[attr-defined]
     }[policy]
 
-    @once("charge-{event.sequence_number}", scope="app", busy=chosen)
+    @once("charge-{PartitionId}-{event.sequence_number}", scope="app", busy=chosen)
     def charge(event: func.EventHubEvent) -> str:
         runs[event.sequence_number] += 1
         return "charged"
@@ -203,9 +203,9 @@ def test_an_item_busy_under_wait_is_replayed_once_the_other_run_completes(
     storage_env: str,
 ) -> None:
     batch = orders(4)
-    holder = Holder("charge-{event.sequence_number}")
+    holder = Holder("charge-{PartitionId}-{event.sequence_number}")
 
-    @once("charge-{event.sequence_number}", scope="app", busy=Busy.wait(timeout=30))
+    @once("charge-{PartitionId}-{event.sequence_number}", scope="app", busy=Busy.wait(timeout=30))
     def charge(event: func.EventHubEvent) -> str:
         if event is batch[-1]:
             holder.release.set()  # the run elsewhere finishes while the batch goes on
@@ -222,12 +222,12 @@ def test_an_item_completed_elsewhere_after_the_listing_still_runs_once(storage_e
     batch = orders(6)
     runs: Counter[str] = Counter()
 
-    @once("charge-{event.sequence_number}", scope="app")
+    @once("charge-{PartitionId}-{event.sequence_number}", scope="app")
     def elsewhere(event: func.EventHubEvent) -> str:
         runs[f"elsewhere {event.sequence_number}"] += 1
         return "elsewhere"
 
-    @once("charge-{event.sequence_number}", scope="app")
+    @once("charge-{PartitionId}-{event.sequence_number}", scope="app")
     def charge(event: func.EventHubEvent) -> str:
         runs[f"batch {event.sequence_number}"] += 1
         if event is batch[0]:
@@ -324,7 +324,7 @@ def test_an_item_in_progress_elsewhere_is_deferred_when_it_is_a_queue_message(
 def test_each_async_runs_each_item_once_and_replays_a_completed_batch(storage_env: str) -> None:
     runs: Counter[int] = Counter()
 
-    @once("charge-{event.sequence_number}")
+    @once("charge-{PartitionId}-{event.sequence_number}")
     async def charge(event: func.EventHubEvent) -> int:
         runs[event.sequence_number] += 1
         await asyncio.sleep(0)

@@ -175,7 +175,9 @@ def test_an_event_hubs_sequence_number_needs_its_partition() -> None:
         _key("ingest-{SequenceNumber}", HUB_EVENT)
     with pytest.raises(KeyTemplateError, match="PartitionId"):
         _key("ingest-{offset}", HUB_EVENT)
-    assert _key("ingest-{item.sequence_number}", HUB_EVENT) == "ingest-9"  # the path: as asked
+    with pytest.raises(KeyTemplateError, match=r"item\.metadata\.PartitionContext\.PartitionId"):
+        _key("ingest-{item.sequence_number}", HUB_EVENT)  # a path through the event: the same
+    assert _key("ingest-{PartitionId}-{item.sequence_number}", HUB_EVENT) == "ingest-4-9"
 
 
 def test_a_batch_item_keys_like_a_single_one() -> None:
