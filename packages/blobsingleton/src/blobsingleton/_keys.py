@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -520,7 +521,8 @@ def host_id(settings: Mapping[str, str | None] | None = None) -> str:
 
 def _host_id(values: Mapping[str, str | None]) -> tuple[str, bool]:
     """The host id, and whether it is the local fallback (this machine's name and a hash of
-    the app folder): the host's ScriptHostIdProvider.GetDefaultHostId and its `IsLocal`."""
+    the app folder, `app_root`): the host's ScriptHostIdProvider.GetDefaultHostId and its
+    `IsLocal`."""
 
     def get(name: str) -> str:
         return values.get(name) or ""
@@ -552,8 +554,8 @@ def _host_id(values: Mapping[str, str | None]) -> tuple[str, bool]:
         name = get("WEBSITE_HOSTNAME").replace(".azurewebsites.net", "")
     else:
         machine = "".join(ch for ch in socket.gethostname() if ch.isalnum())
-        root = get("AzureWebJobsScriptRoot") or os.getcwd()
-        digest = int(hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:8], 16)
+        root, _ = app_root(values)
+        digest = int(hashlib.sha256(root.encode()).hexdigest()[:8], 16)
         name, local = f"{machine}-{digest}", True
     if not name:
         raise SettingMissing(
@@ -562,6 +564,48 @@ def _host_id(values: Mapping[str, str | None]) -> tuple[str, bool]:
             "BLOBSINGLETON_NAMESPACE",
         )
     return name[:MAX_HOST_ID_LENGTH].lower().rstrip("-"), local
+
+
+#: What marks a Functions app's folder (its script root).
+_APP_FILES = ("function_app.py", "host.json")
+
+
+def app_root(values: Mapping[str, str | None] | None = None) -> tuple[str, str]:
+    """The folder of this app, the same however and from wherever its process starts, and how
+    it was found: setting AzureWebJobsScriptRoot (the host sets it); else the folder of the
+    imported `function_app` module; else the first folder holding function_app.py or host.json
+    at or above the main script's folder, then the working directory's; else the working
+    directory."""
+    values = os.environ if values is None else values
+    explicit = values.get("AzureWebJobsScriptRoot")
+    if explicit:
+        return os.path.realpath(explicit), "setting AzureWebJobsScriptRoot"
+    module = sys.modules.get("function_app")
+    path = getattr(module, "__file__", None)
+    if path:
+        return os.path.dirname(os.path.realpath(path)), "the folder of the function_app module"
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    for start, what in ((main and os.path.dirname(main), "the main script"),
+                        (os.getcwd(), "the working directory")):  # fmt: skip
+        folder = _app_folder_above(start) if start else None
+        if folder is not None:
+            marker = next(n for n in _APP_FILES if os.path.exists(os.path.join(folder, n)))
+            return folder, f"the folder holding {marker}, at or above {what}"
+    return os.path.realpath(os.getcwd()), (
+        "the working directory (no function_app.py or host.json at or above it or the main script)"
+    )
+
+
+def _app_folder_above(start: str) -> str | None:
+    """The first folder at or above `start` holding one of `_APP_FILES`."""
+    folder = os.path.realpath(start)
+    while True:
+        if any(os.path.isfile(os.path.join(folder, name)) for name in _APP_FILES):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 #: Local namespaces already warned about in this process (one warning each).
@@ -578,15 +622,18 @@ def namespace(given: str | None = None) -> str:
         value, local = _host_id(os.environ)
         if local and value not in _warned_local:
             _warned_local.add(value)
+            root, found = app_root()
             _log.warning(
-                "blobsingleton namespace %r is this machine's name and a hash of the app folder"
-                " (no AzureFunctionsWebHost__hostid, no BLOBSINGLETON_NAMESPACE): processes"
-                " started from another folder or machine against the same storage account do"
-                " not see these locks and run-once records and run the same work again. Set"
+                "blobsingleton namespace %r is this machine's name (%s) and a hash of the app"
+                " folder %s (%s), as the Functions host names a local app (no"
+                " AzureFunctionsWebHost__hostid, no BLOBSINGLETON_NAMESPACE): a process of"
+                " this app started from any folder of this machine shares it, but one on"
+                " another machine, or of a copy of the app in another folder, does not see"
+                " these locks and run-once records and runs the same work again. Set"
                 " BLOBSINGLETON_NAMESPACE (or AzureFunctionsWebHost__hostid) to one value for"
                 " every process of this app.",
-                value,
-            )
+                value, socket.gethostname(), root, found,
+            )  # fmt: skip
     if not _NAMESPACE.fullmatch(value):
         raise InvalidKey(
             value,
