@@ -10,9 +10,20 @@ PYTEST_ARGS ?=
 # the runs at 3, 4 and 5). 1 runs them in this process, one after the other.
 TEST_WORKERS ?= 4
 
-.PHONY: setup chromium demo demo-intro test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
+.PHONY: setup chromium node-check demo demo-intro test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
 
-setup: $(VENV)/.installed node_modules/.installed chromium
+setup: $(VENV)/.installed node-check node_modules/.installed chromium
+
+# Node.js for Azurite and Prism: the version the pinned Azurite declares (package-lock.json's
+# engines, read here so the message follows the lock). Below Node 20 it fails; Node 20 and 21
+# run the suite here but are outside Azurite's declared support (npm warns EBADENGINE): said.
+NODE_CHECK = const need = require("./package-lock.json").packages["node_modules/azurite"].engines.node; \
+	const want = parseInt(need.replace(/^[^0-9]*/, "")), have = process.versions.node; \
+	if (parseInt(have) < 20) { console.error(`make: Node.js $${have} is too old: the pinned Azurite declares node $${need}; install Node.js $${want} or newer (README.md)`); process.exit(1); } \
+	if (parseInt(have) < want) console.error(`make: Node.js $${have}: the pinned Azurite declares node $${need} (npm warns EBADENGINE); the suite runs on 20, but install Node.js $${want} or newer to be within its support (README.md)`);
+node-check:
+	@command -v node >/dev/null 2>&1 || { echo "make: Node.js is missing: install Node.js 22 or newer, with npm (README.md); Azurite and Prism run on it" >&2; exit 1; }
+	@node -e '$(NODE_CHECK)'
 
 # The status page's browser test drives Debian's chromium (never `playwright install`).
 # CI runs as root on a fresh Debian machine; elsewhere without it, the test says how to get it.
@@ -43,13 +54,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt packages/blobsingleton
 	$(PY) -m pip install --quiet --no-deps -e packages/blobsingleton
 	touch $@
 
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json | node-check
 	@echo "set-up: Azurite, Prism and the other pinned Node tools (npm ci: about 2 minutes on a fresh machine)"
 	npm ci --no-fund --no-audit --loglevel=error
 	touch $@
 
 # The demo needs no browser: the Python and Node set-up only (chromium is for tests/ops).
-demo: demo-intro $(VENV)/.installed node_modules/.installed
+demo: demo-intro $(VENV)/.installed node-check node_modules/.installed
 	$(PY) -m harness demo
 
 demo-intro:
@@ -68,7 +79,7 @@ test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not services" $(if $(filter-out 1,$(FAST_WORKERS)),-n $(FAST_WORKERS)) $(PYTEST_ARGS)
 
 # The library's own tests, from its folder alone (they start their own Azurite).
-test-lib: $(VENV)/.installed node_modules/.installed
+test-lib: $(VENV)/.installed node-check node_modules/.installed
 	cd packages/blobsingleton && ../../$(PY) -m pytest $(PYTEST_ARGS)
 
 # The minutes-long variants too (100k-row import, memory growth): not part of CI's `make test`.

@@ -29,6 +29,20 @@ The pieces work alone too: `@once(store=MemoryRecordStore())`, `MemoryLease` (a 
 
 from __future__ import annotations
 
+import importlib.util
+
+try:  # the kit's builders and checks read what azure-functions makes: refuse without it
+    _FUNCTIONS = importlib.util.find_spec("azure.functions")
+except (ImportError, ValueError):  # no `azure` package at all (or one set aside)
+    _FUNCTIONS = None
+if _FUNCTIONS is None:
+    raise ImportError(
+        "blobsingleton.testing needs the azure-functions package (its trigger arguments are "
+        "built by azure-functions' own converters): pip install 'blobsingleton[test]' (a "
+        "function app's requirements.txt names azure-functions already: install it)",
+        name="blobsingleton.testing",
+    )
+
 import contextlib
 import itertools
 import json
@@ -478,6 +492,31 @@ __all__ = [
 ]  # fmt: skip
 
 
+def check_busy_policies(app: Any) -> None:
+    """Refuse (`TypeError`, naming what fits) a guarded function of `app` whose busy policy
+    cannot work on the trigger its binding names (DEFER on a Service Bus function): what a host
+    that knew the library would check when it indexes the app. `app` is a `func.FunctionApp`
+    (indexed again at each call, so two tests may check one app) or what its
+    `get_functions()` returned."""
+    from blobsingleton import _busy
+
+    _busy.check_busy_policies(_indexed(app) if hasattr(app, "get_functions") else app)
+
+
+def _indexed(app: Any) -> Any:
+    """`app.get_functions()`, callable again: azure-functions remembers the names a call
+    indexed (`functions_bindings`) and refuses them the next time as duplicates; the names
+    are set aside for this call and put back (without that attribute: a plain call)."""
+    if not hasattr(app, "functions_bindings"):
+        return app.get_functions()
+    saved = app.functions_bindings
+    app.functions_bindings = None
+    try:
+        return app.get_functions()
+    finally:
+        app.functions_bindings = saved
+
+
 def forget_remembered_records() -> None:
     """Forget the completed records this process remembers for 10 s, so the next look goes to
     storage as a new process's would (for tests and benchmarks that count requests)."""
@@ -489,7 +528,6 @@ def forget_remembered_records() -> None:
 # Trigger arguments built by azure-functions' own converters (the package is imported when a
 # builder is called), and the busy-policy check a host or a test runs on indexed functions.
 # (`name as name`: public re-exports, beside the names `__all__` lists.)
-from blobsingleton._busy import check_busy_policies as check_busy_policies  # noqa: E402
 from blobsingleton._busy import check_busy_policy as check_busy_policy  # noqa: E402
 from blobsingleton._trigger_kit import blob_created_event as blob_created_event  # noqa: E402
 from blobsingleton._trigger_kit import blob_input_stream as blob_input_stream  # noqa: E402
