@@ -3,7 +3,8 @@ library's folder (timer schedules inside, as `blobsingleton.schedules`) passes `
 --strict`, installs with `pip install <wheel>[queue,identity]` in a fresh virtualenv outside
 the repository with every dependency from PyPI itself (no local mirror, no find-links, none of
 the app's dependencies), type-checks under `mypy --strict` as installed, and runs its page's
-examples against Azurite (and its testing module without storage); and the library's own
+examples against Azurite (and its testing module without storage, once azure-functions is
+there: before, importing it names the `[test]` extra); and the library's own
 tests pass from a copy of its folder alone, against that wheel with its `test` extra.
 """
 
@@ -72,8 +73,6 @@ def work(key: str) -> None:
     runs.append(key)
 
 work("a"); work("a")
-absent = [m for m in ("sendgrid", "pyx12", "azure.data", "azure.functions")
-          if importlib.util.find_spec(m.split(".")[0]) and importlib.util.find_spec(m)]
 from blobsingleton import Busy, current_run
 from blobsingleton.testing import memory_backends
 
@@ -89,8 +88,19 @@ with memory_backends() as memory:
 from datetime import UTC, datetime
 from blobsingleton.schedules import next_occurrence
 following = next_occurrence("0 0 2 * * *", datetime(2026, 1, 1, tzinfo=UTC)).isoformat()
-print(json.dumps({"token": token, "runs": runs, "app_dependencies": absent, "sent": sent,
-                  "next": following}))
+print(json.dumps({"token": token, "runs": runs, "sent": sent, "next": following}))
+"""
+#: Before azure-functions is installed: the wheel brings none of the app's dependencies, and
+#: its test kit says which extra it needs.
+ALONE = """
+import importlib.util, json
+absent = [m for m in ("sendgrid", "pyx12", "azure.data", "azure.functions")
+          if importlib.util.find_spec(m.split(".")[0]) and importlib.util.find_spec(m)]
+try:
+    import blobsingleton.testing
+except ImportError as error:
+    kit = str(error)
+print(json.dumps({"app_dependencies": absent, "kit": kit}))
 """
 
 
@@ -115,20 +125,24 @@ def test_the_built_wheel_passes_twine_installs_alone_from_pypi_and_runs_its_exam
     requires = subprocess.run([python, "-m", "pip", "show", "blobsingleton"], cwd=outside,
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "timerschedules" not in requires
-    pip_install(python, outside, "mypy")
+    env = {"PATH": "/usr/bin:/bin", "AzureWebJobsStorage": azurite.connection_string,
+           "BLOBSINGLETON_NAMESPACE": "wheel-example"}  # fmt: skip
+    alone = subprocess.run([python, "-c", ALONE], cwd=outside, env=env, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert '"app_dependencies": []' in alone.stdout  # no SendGrid, pyx12, Tables or azure-functions
+    assert "[test] extra" in alone.stdout  # the kit names what it needs
+    pip_install(python, outside, "mypy", "azure-functions")  # a function app has azure-functions
     typed = subprocess.run(
         [python, "-m", "mypy", "--strict", "--no-incremental", "-p", "blobsingleton"],
         cwd=outside, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert typed.returncode == 0, typed.stdout[-3000:]
-    env = {"PATH": "/usr/bin:/bin", "AzureWebJobsStorage": azurite.connection_string,
-           "BLOBSINGLETON_NAMESPACE": "wheel-example"}  # fmt: skip
     ran = subprocess.run([python, "-c", EXAMPLE], cwd=outside, env=env, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     result = ran.stdout.strip().splitlines()[-1]
     assert '"runs": ["a"]' in result  # the second call was a duplicate
-    assert '"app_dependencies": []' in result  # no SendGrid, pyx12, Tables or azure-functions
     assert '"token": ' in result
     assert '"sent": ["e1"]' in result  # the testing module, from the wheel, without storage
     assert '"next": "2026-01-01T02:00:00+00:00"' in result  # blobsingleton.schedules

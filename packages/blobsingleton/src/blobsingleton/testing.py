@@ -38,8 +38,10 @@ except (ImportError, ValueError):  # no `azure` package at all (or one set aside
 if _FUNCTIONS is None:
     raise ImportError(
         "blobsingleton.testing needs the azure-functions package (its trigger arguments are "
-        "built by azure-functions' own converters): pip install 'blobsingleton[test]' (a "
-        "function app's requirements.txt names azure-functions already: install it)",
+        "built by azure-functions' own converters): install the library's [test] extra, pip "
+        "install './packages/blobsingleton[test]' from its repository (pip install "
+        "'blobsingleton[test]' once it is on PyPI), or azure-functions itself (a function "
+        "app's requirements.txt names it)",
         name="blobsingleton.testing",
     )
 
