@@ -61,3 +61,4 @@ async def main(msg: func.QueueMessage) -> None:
     report("mon") + 1  # MISTAKE: None when busy
     send.each(["e1"]).values()[0].upper()  # MISTAKE: None for an item skipped
     report.each(["mon"])  # MISTAKE: each is @once's
+    charge_async.each(["o1"])  # MISTAKE: an async function's batch is each_async
