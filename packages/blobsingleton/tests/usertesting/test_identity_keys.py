@@ -78,6 +78,22 @@ def test_a_batch_of_each_partition_runs_every_item() -> None:
     assert ran == [("2", 10), ("2", 11), ("3", 10), ("3", 11)]
 
 
+def test_one_batch_holding_both_partitions_runs_both() -> None:
+    ran: list[str] = []
+
+    @once("charge-{PartitionId}-{event.sequence_number}")
+    def charge(event: func.EventHubEvent) -> str:
+        ran.append(json.loads(event.get_body())["order_id"])
+        return ran[-1]
+
+    with memory_backends():
+        result = charge.each(_two_partitions())
+        assert [r.outcome for r in result] == ["ran", "ran"]
+        assert [r.key for r in result] == ["charge-2-7", "charge-3-7"]
+        assert charge.each(_two_partitions()).values() == ["from-2", "from-3"]  # replayed
+    assert ran == ["from-2", "from-3"]
+
+
 @pytest.mark.parametrize(
     "template",
     ["charge-{event.sequence_number}", "charge-{event.offset}", "charge-{event.metadata.Offset}"],
