@@ -12,6 +12,7 @@ needs no pip of its own and is made in a fraction of a second.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -63,6 +64,75 @@ def _run(python: Path, code: str, cwd: Path) -> subprocess.CompletedProcess[str]
                           timeout=120, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
 
 
+#: The first trial's frictions (issue 48), re-run against the installed wheel: each prints
+#: True when it is gone.
+FRICTIONS = """
+import asyncio, json, warnings
+import azure.functions as func
+from blobsingleton import Busy, once
+from blobsingleton.errors import KeyTemplateError
+from blobsingleton.testing import check_busy_policies, event_hub_event, memory_backends
+
+gone = {}
+try:
+    @once("charge-{event.sequence_number}")
+    def partial(event: func.EventHubEvent) -> None: ...
+except KeyTemplateError as error:
+    gone["dotted key refused"] = "{PartitionId}" in str(error)
+ran = []
+
+@once("charge-{PartitionId}-{event.sequence_number}")
+def charge(event: func.EventHubEvent) -> None:
+    ran.append(event.sequence_number)
+
+with memory_backends():
+    for partition in "23":
+        charge(event_hub_event({}, sequence_number=7, partition_id=partition))
+    charge.each([event_hub_event({}, sequence_number=8, partition_id=p) for p in "23"])
+gone["equal numbers of two partitions run"] = ran == [7, 7, 8, 8]
+app = func.FunctionApp()
+try:
+    @once("k-{order_id}")
+    @app.queue_trigger(arg_name="msg", queue_name="q", connection="AzureWebJobsStorage")
+    def above(msg: func.QueueMessage) -> None: ...
+except TypeError as error:
+    gone["decorator order named"] = "under every @app" in str(error)
+try:
+    once("k", on_in_progress=Busy.SKIP)
+except TypeError as error:
+    gone["0.4 spelling taught"] = "busy=Busy.skip()" in str(error)
+
+@once("k-{x}")
+async def later(x: str) -> None: ...
+
+try:
+    later.each(["1"])
+except AttributeError as error:
+    gone["each_async named"] = "each_async" in str(error)
+
+@once("s-{x}")
+def blocking(x: str) -> None: ...
+
+async def handler() -> None:
+    blocking("1")
+
+with memory_backends(), warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    asyncio.run(handler())
+gone["loop warned"] = any("async def" in str(w.message) for w in caught)
+checked = func.FunctionApp()
+
+@checked.queue_trigger(arg_name="msg", queue_name="q", connection="AzureWebJobsStorage")
+@once("k-{order_id}", busy=Busy.defer(queue="q"))
+def take(msg: func.QueueMessage) -> None: ...
+
+check_busy_policies(checked)
+check_busy_policies(checked)
+gone["busy check twice"] = True
+print(json.dumps(gone))
+"""
+
+
 def test_the_pages_install_section_as_printed_then_its_first_example(tmp_path: Path) -> None:
     install = _section("Install")
     first_command, build_wheel = _commands(install)
@@ -103,3 +173,10 @@ def test_the_pages_install_section_as_printed_then_its_first_example(tmp_path: P
     where = "import blobsingleton, azure.storage.queue; print(blobsingleton.__file__)"
     shown = _run(deployed, where, app)
     assert shown.returncode == 0 and str(tmp_path / "deployed") in shown.stdout, shown.stderr
+    frictions = _run(deployed, FRICTIONS, app)
+    assert frictions.returncode == 0, frictions.stderr[-3000:]
+    gone = json.loads(frictions.stdout.strip().splitlines()[-1])
+    assert gone == dict.fromkeys(
+        ["dotted key refused", "equal numbers of two partitions run", "decorator order named",
+         "0.4 spelling taught", "each_async named", "loop warned", "busy check twice"], True
+    )  # fmt: skip
