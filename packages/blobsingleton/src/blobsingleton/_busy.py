@@ -3,6 +3,7 @@ share (docs/internals.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -412,7 +413,8 @@ def guarded(
         return _policies(entry_point(run_async, fn), fn, busy)  # type: ignore[return-value]
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        _misuse.warn_on_loop(fn)
+        if asyncio.events._get_running_loop() is not None:  # a sync guard blocks the loop
+            _misuse.warn_on_loop(fn)
         refuse_unfit_arguments(fn, busy, args, kwargs)
         with invocation_scope(kwargs), telemetry.invocation(*label) as call:
             guard = make_guard(*args, **kwargs)

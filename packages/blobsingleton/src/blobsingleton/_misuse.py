@@ -2,11 +2,11 @@
 the fix in the message: a parameter removed in a release (its new spelling), a decorator above
 the trigger's, a key that names less than its item's identity, a sync guarded function called
 on a running event loop, `.each` on an async function. The decorators call in with one line
-each; nothing here runs on a call's path but `warn_on_loop` (one look at the running loop)."""
+each; nothing here runs on a call's path (`warn_on_loop` only once a call is known to be on a
+running loop)."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import sys
@@ -168,10 +168,9 @@ def _refuse_partial_paths(template: str, kinds: Mapping[str, _keys.TriggerKind])
 
 
 def warn_on_loop(fn: Callable[..., Any]) -> None:
-    """Warn when sync guarded `fn` is called on a running event loop: its waits and storage
-    requests block the loop and every task on it."""
-    if asyncio.events._get_running_loop() is None:
-        return
+    """Warn that sync guarded `fn` was called on a running event loop (the caller looked, so
+    a call off any loop never comes here): its waits and storage requests block the loop and
+    every task on it."""
     name = getattr(fn, "__qualname__", "the function")
     warnings.warn(
         f"{name} is a sync guarded function called on a running event loop: waiting for its key "
