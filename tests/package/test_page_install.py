@@ -5,9 +5,9 @@ environment has nothing but the standard library and pip's own build isolation),
 named in an app's requirements.txt installs with its extras, the page's first example runs
 there as copied, and the test kit without azure-functions names the extra that brings it.
 
-pip runs with this machine's configuration and cache (PyPI is reachable; the cache makes the
-second run a few seconds), from the checkout's pip (`pip --python`), so the new environment
-needs no pip of its own and is made in a fraction of a second.
+pip runs with this machine's configuration and cache (PyPI is reachable), from the checkout's
+pip (`pip --python`), so the new environment needs no pip of its own and is made in a fraction
+of a second.
 """
 
 from __future__ import annotations
