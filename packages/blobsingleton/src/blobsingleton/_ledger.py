@@ -139,6 +139,15 @@ class Ledger:
         return [e for e in self.entries if e.outcome == Outcome.LATE and last is not None
                 and e.occurrence > last.occurrence]  # fmt: skip
 
+    @property
+    def missed(self) -> list[Entry]:
+        """Occurrences recorded missed, and those late with nothing recorded since the first
+        recorded one (before it, the function may not have existed)."""
+        first = next((e for e in self.entries if e.recorded), None)
+        return [e for e in self.entries if e.outcome == Outcome.MISSED or (
+            e.outcome == Outcome.LATE and first is not None and e.occurrence > first.occurrence
+        )]  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         last = self.last_run
         return {
@@ -151,8 +160,7 @@ class Ledger:
             },
             "next_due": _iso(self.next_due) if self.next_due else None,
             "late": bool(self.late),
-            "missed": [_iso(e.occurrence) for e in self.with_outcome(Outcome.MISSED, Outcome.LATE)
-                       if e.outcome == Outcome.MISSED or e in self.late],
+            "missed": [_iso(e.occurrence) for e in self.missed],
             "skipped": [_iso(e.occurrence) for e in self.with_outcome(Outcome.SKIPPED)],
         }  # fmt: skip
 

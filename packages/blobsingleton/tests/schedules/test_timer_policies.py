@@ -124,6 +124,8 @@ def test_the_default_is_the_hosts_nothing_run_and_the_gap_shown_late(
     assert outcomes(fn) == {0: Outcome.RAN, 1: Outcome.LATE, 2: Outcome.LATE,
                             3: Outcome.LATE, 4: Outcome.RAN}  # fmt: skip
     assert not ledger_of(fn).late  # it fires again: nothing late after the last run
+    assert ledger_of(fn).to_dict()["missed"] == ["2026-11-21T02:00:00Z", "2026-11-22T02:00:00Z",
+                                                 "2026-11-23T02:00:00Z"]  # fmt: skip
 
 
 def test_a_plain_schedule_has_a_ledger_too(memory: MemoryBackends) -> None:
