@@ -327,11 +327,13 @@ def _overlap_reason(policy: Overlap, earlier: _ledger.Entry) -> str:
 
 
 def _running_before(ledger: Ledger, occurrence: datetime) -> _ledger.Entry | None:
-    """A run of an earlier occurrence in progress that started before `occurrence` was due:
-    an overlap (one that started later is a catch-up, whose runner goes on to this one)."""
+    """A run of an earlier occurrence in progress that started on time (within the grace
+    period): an overlap. One that started later is a catch-up, whose runner goes on to the
+    occurrences after it, this one included."""
     for entry in ledger.entries:
         if (entry.outcome == Outcome.RUNNING and entry.occurrence < occurrence
-                and entry.started is not None and entry.started <= occurrence):  # fmt: skip
+                and entry.started is not None
+                and entry.started - entry.occurrence <= ledger.grace):  # fmt: skip
             return entry
     return None
 
