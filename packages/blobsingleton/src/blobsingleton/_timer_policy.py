@@ -12,6 +12,7 @@ ledger (`blobsingleton.timers.ledger_of`)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import time
@@ -30,7 +31,7 @@ from blobsingleton._lease import BaseLease
 from blobsingleton._ledger import Keys, Ledger, Outcome
 from blobsingleton._records import RecordStore
 from blobsingleton._singleton import default_lease
-from blobsingleton.errors import LeaseTimeout, OccurrenceRefused
+from blobsingleton.errors import LeaseTimeout, OccurrenceRefused, SettingMissing
 
 log = logging.getLogger("blobsingleton")
 
@@ -261,8 +262,11 @@ class Governed:
     def fire(self, timer_arg: Any, run: Callable[[datetime | None], Any]) -> Any:
         """One firing: policies, catch-ups (`run(occurrence)`), then its own (`run(None)`)."""
         at = _ledger.now()
-        text = resolve_placeholders(self.timer.schedule)
-        occurrence = schedules.fired_occurrence(text, timer_arg.schedule_status, at)
+        try:
+            text = resolve_placeholders(self.timer.schedule)
+            occurrence = schedules.fired_occurrence(text, timer_arg.schedule_status, at)
+        except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence):
+            return run(None)  # no occurrence: the key template's error says why
         with self._overlap(occurrence, at) as proceed:
             if not proceed:
                 return None
@@ -388,11 +392,7 @@ def govern(
 
         return spec.fire(bound.arguments[name], run)
 
-    for attribute in ("each", "__wrapped__", "__doc__", "__name__", "__qualname__",
-                      "__module__"):  # fmt: skip
-        if hasattr(wrapper, attribute):
-            setattr(governed, attribute, getattr(wrapper, attribute))
-    governed.__signature__ = signature  # type: ignore[attr-defined]
+    functools.update_wrapper(governed, wrapper)  # its name, `each`, busy policies, signature
     setattr(governed, ATTRIBUTE, spec)
     return governed
 
