@@ -311,7 +311,7 @@ class Governed:
             if waited and policy.how == "buffer_one":
                 ledger = self.ledger(at)
                 own = ledger.entry(occurrence)
-                buffered = _started_after(ledger, occurrence)
+                buffered = _started_after(ledger, occurrence, at)
                 if (own is None or not own.recorded) and buffered is not None:
                     self.mark(occurrence, Outcome.SKIPPED, _overlap_reason(policy, buffered))
                     yield False
@@ -342,13 +342,13 @@ def _running_before(ledger: Ledger, occurrence: datetime) -> _ledger.Entry | Non
     return None
 
 
-def _started_after(ledger: Ledger, occurrence: datetime) -> _ledger.Entry | None:
-    """An earlier occurrence whose run started after `occurrence` was due: it was buffered
-    then, so this one is a second buffered (BufferOne keeps one)."""
+def _started_after(ledger: Ledger, occurrence: datetime, arrived: datetime) -> _ledger.Entry | None:
+    """An earlier occurrence whose run started after this firing `arrived` and began to wait:
+    it was buffered ahead of this one, which is a second buffered (BufferOne keeps one)."""
     runs = (Outcome.RAN, Outcome.CAUGHT_UP, Outcome.RUNNING)
     for entry in ledger.entries:
         if (entry.outcome in runs and entry.occurrence < occurrence
-                and entry.started is not None and entry.started > occurrence):  # fmt: skip
+                and entry.started is not None and entry.started > arrived):  # fmt: skip
             return entry
     return None
 

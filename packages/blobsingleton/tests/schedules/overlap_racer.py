@@ -18,7 +18,11 @@ from blobsingleton import once
 from blobsingleton.testing import timer_request
 from blobsingleton.timers import Overlap, Timer
 
-POLICIES = {"skip": Overlap.skip(), "buffer_all": Overlap.buffer_all(timeout=60)}
+POLICIES = {
+    "skip": Overlap.skip(),
+    "buffer_one": Overlap.buffer_one(timeout=60),
+    "buffer_all": Overlap.buffer_all(timeout=60),
+}
 
 
 def make(policy: str, schedule: str, out: str, hold: str | None = None) -> Any:

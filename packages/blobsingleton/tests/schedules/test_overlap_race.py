@@ -1,6 +1,7 @@
 """Overlap policies with real processes on Azurite (issue 49): an occurrence due while the
 last one still runs, fired by several instances, is recorded skipped under skip (never run),
-and runs after the last one under buffer_all; never two runs at once."""
+and runs after the last one under buffer_all; under buffer_one a second one buffered meanwhile
+is recorded skipped; never two runs at once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from blobsingleton import ops
 from blobsingleton.schedules import next_occurrence, previous_occurrence
 from blobsingleton.timers import Outcome, ledger_of
 
@@ -95,3 +97,41 @@ def test_buffer_all_runs_it_after_the_last_once(
     assert [when for what, when, *_ in lines if what == "begin"] == [
         first.isoformat(), second.isoformat()]  # fmt: skip
     assert first + timedelta(seconds=2) == second
+
+
+def in_line(count: int, *children: subprocess.Popen[bytes]) -> None:
+    """Until `count` firings wait in the overlap lease's line (the lock listing's `waiting`)."""
+    while True:
+        items = ops.list_locks("timer-overlap").items
+        if items and items[0]["waiting"] >= count:
+            return
+        assert all(child.poll() is None for child in children), "a buffered firing ended"
+        time.sleep(0.05)
+
+
+def test_buffer_one_runs_the_first_buffered_and_skips_the_second(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    out, hold = tmp_path / "runs.txt", tmp_path / "hold"
+    hold.mkdir()
+    first = previous_occurrence(SCHEDULE, datetime.now(UTC))
+    holder = start(subprocess_env, out, "buffer_one", first, hold)
+    wait_for(hold / "started", holder)
+    second = next_occurrence(SCHEDULE, first)
+    third = next_occurrence(SCHEDULE, second)
+    due(second)
+    buffered = start(subprocess_env, out, "buffer_one", second)
+    in_line(1, buffered)
+    due(third)
+    dropped = start(subprocess_env, out, "buffer_one", third)
+    in_line(2, buffered, dropped)
+    (hold / "release").touch()
+    assert [child.wait(60) for child in (holder, buffered, dropped)] == [0, 0, 0]
+    lines = runs(out)
+    never_two_at_once(lines)
+    assert [when for what, when, *_ in lines if what == "begin"] == [
+        first.isoformat(), second.isoformat()]  # fmt: skip
+    sweep = overlap_racer.make("buffer_one", SCHEDULE, str(out))
+    entry = ledger_of(sweep).entry(third)
+    assert entry is not None and entry.outcome == Outcome.SKIPPED
+    assert "buffered before it" in (entry.reason or "")
