@@ -16,7 +16,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -25,7 +25,7 @@ from opentelemetry import metrics
 
 from blobsingleton import _ledger, schedules
 from blobsingleton._connection import current_backends, resolve_placeholders
-from blobsingleton._invocation import emit
+from blobsingleton._invocation import emit, off_loop
 from blobsingleton._keys import TIMER, function_scope, trigger_of
 from blobsingleton._lease import BaseLease
 from blobsingleton._ledger import Keys, Ledger, Outcome
@@ -261,26 +261,66 @@ class Governed:
 
     def fire(self, timer_arg: Any, run: Callable[[datetime | None], Any]) -> Any:
         """One firing: policies, catch-ups (`run(occurrence)`), then its own (`run(None)`)."""
-        at = _ledger.now()
-        try:
-            text = resolve_placeholders(self.timer.schedule)
-            occurrence = schedules.fired_occurrence(text, timer_arg.schedule_status, at)
-        except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence):
+        found = self._occurrence(timer_arg)
+        if found is None:
             return run(None)  # no occurrence: the key template's error says why
+        occurrence, at = found
         with self._overlap(occurrence, at) as proceed:
             if not proceed:
                 return None
-            host = self.timer.catch_up.how == "host"  # nothing to plan: no ledger to read
-            steps = Plan() if host else plan(self.ledger(at), occurrence, self.timer)
-            for moment in steps.missed:
-                late = at - moment
-                self.mark(moment, Outcome.MISSED, f"{self.timer.catch_up}: {_late(late)} late")
-            for moment in steps.catch_ups:
-                emit("timer_catch_up", function=self.function,
-                     occurrence=moment.strftime(_ledger.ISO))  # fmt: skip
-                OCCURRENCES.add(1, {"function": self.function, "outcome": "caught_up"})
+            for moment in self._catch_ups(occurrence, at):
                 run(moment)
             return run(None)
+
+    async def fire_async(
+        self, timer_arg: Any, run: Callable[[datetime | None], Awaitable[Any]]
+    ) -> Any:
+        """`fire` for an async function: storage off the event loop (a cancelled firing gives
+        its lease back)."""
+        found = self._occurrence(timer_arg)
+        if found is None:
+            return await run(None)
+        occurrence, at = found
+        overlap = self._overlap(occurrence, at)
+
+        def give_back(_: bool) -> None:  # cancelled while taking the lease
+            overlap.__exit__(None, None, None)
+
+        proceed = await off_loop(overlap.__enter__, undo=give_back)
+        try:
+            result = None
+            if proceed:
+                for moment in await off_loop(lambda: self._catch_ups(occurrence, at)):
+                    await run(moment)
+                result = await run(None)
+        except BaseException as error:
+            exit_ = functools.partial(overlap.__exit__, type(error), error, error.__traceback__)
+            if not await off_loop(exit_):
+                raise
+            return None
+        await off_loop(lambda: overlap.__exit__(None, None, None))
+        return result
+
+    def _occurrence(self, timer_arg: Any) -> tuple[datetime, datetime] | None:
+        """The occurrence a firing stands for and the time it is judged at (None: unreadable)."""
+        at = _ledger.now()
+        try:
+            text = resolve_placeholders(self.timer.schedule)
+            return schedules.fired_occurrence(text, timer_arg.schedule_status, at), at
+        except (SettingMissing, schedules.InvalidSchedule, schedules.NoOccurrence):
+            return None
+
+    def _catch_ups(self, occurrence: datetime, at: datetime) -> tuple[datetime, ...]:
+        """The catch-up policy applied: misses recorded, the catch-ups to run (in order)."""
+        if self.timer.catch_up.how == "host":
+            return ()  # nothing to plan: no ledger to read
+        steps = plan(self.ledger(at), occurrence, self.timer)
+        for moment in steps.missed:
+            self.mark(moment, Outcome.MISSED, f"{self.timer.catch_up}: {_late(at - moment)} late")
+        for moment in steps.catch_ups:
+            emit("timer_catch_up", function=self.function, occurrence=moment.strftime(_ledger.ISO))
+            OCCURRENCES.add(1, {"function": self.function, "outcome": "caught_up"})
+        return steps.catch_ups
 
     @contextlib.contextmanager
     def _overlap(self, occurrence: datetime, at: datetime) -> Iterator[bool]:
@@ -370,28 +410,42 @@ def govern(
     if timer.as_host:
         setattr(wrapper, ATTRIBUTE, spec)
         return wrapper
-    if inspect.iscoroutinefunction(fn):
-        raise TypeError(
-            f"{fn.__qualname__}: catch-up and overlap policies govern sync timer functions "
-            "(an async one keeps the host's: schedule='...')"
-        )
     signature = inspect.signature(fn)
 
-    def governed(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        name = next((n for n, v in bound.arguments.items() if trigger_of(v) is TIMER), None)
-        if name is None:
-            return wrapper(*args, **kwargs)  # no timer: the key template says what is wrong
+    def timer_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any] | None:
+        bound = signature.bind(*args, **kwargs).arguments
+        return next(((n, v) for n, v in bound.items() if trigger_of(v) is TIMER), None)
 
-        def run(occurrence: datetime | None) -> Any:
-            if occurrence is None:
-                return wrapper(*args, **kwargs)
-            again = signature.bind(*args, **kwargs)
-            again.arguments[name] = catch_up_timer(occurrence)
-            return wrapper(*again.args, **again.kwargs)
+    def call_for(name: str, occurrence: datetime | None, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:  # fmt: skip
+        """`wrapper`'s call for `occurrence` (None: the firing's own arguments)."""
+        if occurrence is None:
+            return wrapper(*args, **kwargs)
+        again = signature.bind(*args, **kwargs)
+        again.arguments[name] = catch_up_timer(occurrence)
+        return wrapper(*again.args, **again.kwargs)
 
-        return spec.fire(bound.arguments[name], run)
+    governed: Callable[..., Any]
+    if inspect.iscoroutinefunction(fn):
 
+        async def governed_async(*args: Any, **kwargs: Any) -> Any:
+            found = timer_of(args, kwargs)
+            if found is None:
+                return await wrapper(*args, **kwargs)  # no timer: the key template says why
+            name, value = found
+            return await spec.fire_async(value, lambda o: call_for(name, o, args, kwargs))
+
+        governed = governed_async
+    else:
+
+        def governed_sync(*args: Any, **kwargs: Any) -> Any:
+            found = timer_of(args, kwargs)
+            if found is None:
+                return wrapper(*args, **kwargs)  # no timer: the key template says what is wrong
+            name, value = found
+            return spec.fire(value, lambda o: call_for(name, o, args, kwargs))
+
+        governed = governed_sync
     functools.update_wrapper(governed, wrapper)  # its name, `each`, busy policies, signature
     setattr(governed, ATTRIBUTE, spec)
     return governed

@@ -12,7 +12,7 @@ import pytest
 from blobsingleton import once
 from blobsingleton._ledger import Keys, buckets
 from blobsingleton.testing import FakeClock, MemoryBackends, memory_backends, timer_request
-from blobsingleton.timers import CatchUp, Outcome, Overlap, Timer, ledger_of
+from blobsingleton.timers import CatchUp, Outcome, Timer, ledger_of
 
 
 def utc(*parts: int) -> datetime:
@@ -58,10 +58,6 @@ def test_policies_are_values_checked_when_made() -> None:
         CatchUp.each(within=-1)
     with pytest.raises(TypeError, match="CatchUp"):
         Timer("0 0 2 * * *", catch_up="none")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="async"):
-
-        @once("t-{occurrence}", schedule=Timer("0 0 2 * * *", overlap=Overlap.skip()))
-        async def not_yet(timer: func.TimerRequest) -> None: ...
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ keeps the records, `FakeClock` is the time. Every instance fires; each occurrenc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -280,3 +281,25 @@ def test_reading_a_ledger_costs_one_listing(memory: MemoryBackends) -> None:
     ledger = ledger_of(fn)
     assert ledger.requests <= 2
     assert len(ledger.entries) >= 5
+
+
+def test_an_async_timer_catches_up_each_in_order_off_the_loop(memory: MemoryBackends) -> None:
+    runs: list[tuple[datetime, bool]] = []
+
+    @once("async-{occurrence}",
+          schedule=Timer(NIGHTLY, catch_up=CatchUp.each(within=timedelta(days=4)),
+                         overlap=Overlap.skip()))  # fmt: skip
+    async def night(timer: func.TimerRequest) -> None:
+        await asyncio.sleep(0)
+        runs.append((next_of(timer), timer.past_due))
+
+    at(memory, NIGHT[0] + timedelta(seconds=1))
+    asyncio.run(night(timer_request(NIGHT[0])))
+    at(memory, NIGHT[4] + timedelta(seconds=2))
+    for _ in range(INSTANCES):
+        asyncio.run(night(timer_request(NIGHT[4])))
+    assert runs == [(NIGHT[0], False), (NIGHT[1], True), (NIGHT[2], True), (NIGHT[3], True),
+                    (NIGHT[4], False)]  # fmt: skip
+    lock = memory.lock_name(night, "timer-overlap")
+    assert memory.locks.locks[lock].token == 1 + INSTANCES  # taken by every firing
+    assert not memory.locks.leased(lock)  # and given back
