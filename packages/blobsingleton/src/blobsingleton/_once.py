@@ -120,7 +120,8 @@ def once(
     (`Busy`); each first holds `hold` s in its process, watching the record (3 s; 0 for skip).
     `run_without_key=True`: a key the invocation lacks (a missing or empty field) runs the
     function unguarded, with a warning, instead of raising `KeyTemplateError`. `schedule`: a
-    timer's schedule, for `{occurrence}` keys. `storage`: where the records live, blobs of a
+    timer's schedule, for `{occurrence}` keys, or a `timers.Timer` (with its catch-up and
+    overlap policies). `storage`: where the records live, blobs of a
     `StorageAccount` or of a `Storage(account, namespace)` (default: AzureWebJobsStorage,
     `runonce`, namespace BLOBSINGLETON_NAMESPACE else the host id), or any `RecordStore` (which
     keeps the keys it is given: no `scope`). Inside a `@singleton` invocation, a record in
