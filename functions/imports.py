@@ -214,7 +214,10 @@ def run_nightly_now(req: func.HttpRequest) -> func.HttpResponse:
         summary = timers.fire(fan_out_night, occurrence)
     except timers.OccurrenceRefused as error:
         return _json(409, {"error": "occurrence_refused", "detail": error.reason})
-    return _json(200, summary or {"status": "missed"})
+    if summary is None:  # its ledger entry says it was passed over (a fan-out returns a summary)
+        detail = "this occurrence is recorded missed or skipped (GET /api/timers)"
+        return _json(409, {"error": "occurrence_refused", "detail": detail})
+    return _json(200, summary)
 
 
 #: Every blob of the imports container: an Event Grid subscription filters by prefix (and

@@ -47,6 +47,8 @@ def test_the_latest_missed_night_within_a_day_is_caught_up_and_older_ones_record
     assert outcomes in (["missed", "missed", "caught_up"], ["missed", "missed", "ran"])
     bodies = imports_env.messages(imports_env.queue)
     assert [(b["account"], b["run_id"]) for b in bodies] == [("acme", night.date().isoformat())]
+    status, body = post(night - timedelta(days=1))  # recorded missed, and over a day late
+    assert status == 409 and "outside the catch-up window" in str(body["detail"])
 
 
 def test_the_external_schedulers_call_and_the_timer_run_a_night_once(
