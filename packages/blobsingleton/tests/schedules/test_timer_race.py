@@ -6,6 +6,7 @@ most 2 requests."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -82,3 +83,21 @@ def test_a_timer_firing_and_an_http_call_run_the_occurrence_once(
     assert len(out.read_text().splitlines()) == 1
     work = timer_racer.make("latest", schedule, str(out))
     assert ledger_of(work).entry(moments[4]).outcome == Outcome.RAN  # type: ignore[union-attr]
+
+
+def test_a_timer_whose_host_stopped_firing_is_reported_late_by_another_process(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    schedule, moments = occurrences()
+    out = tmp_path / "runs.txt"
+    timer_racer.make("each", schedule, str(out))(timer_request(moments[0]))  # ran; then nothing
+    asked = subprocess.run(
+        [sys.executable, RACER, str(out), "each", schedule, moments[4].isoformat(), "check"],
+        env=subprocess_env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    ledger = json.loads(asked.stdout)
+    late = [f"{m:%Y-%m-%dT%H:%M:%SZ}" for m in moments[1:4]]
+    assert ledger["late"] is True and ledger["missed"] == late
+    for occurrence in late:  # each named in a warning record, with the function
+        assert "event=timer_late" in asked.stderr and f"occurrence={occurrence}" in asked.stderr
+    assert "function=make.<locals>.work" in asked.stderr

@@ -1,11 +1,15 @@
 """Child process: an instance whose timer fires one occurrence of a scheduled `@once`
 function (or whose HTTP endpoint is called for it); each run is a line in the output file.
 
-    python timer_racer.py OUT POLICY SCHEDULE OCCURRENCE [timer|http]
+    python timer_racer.py OUT POLICY SCHEDULE OCCURRENCE [timer|http|check]
+
+`check`: fire nothing; print the function's ledger as JSON after `timers.check` (another
+instance asking whether the timer is late).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import datetime, timedelta
@@ -13,7 +17,7 @@ from typing import Any
 
 from blobsingleton import once
 from blobsingleton.testing import timer_request
-from blobsingleton.timers import CatchUp, Timer, fire
+from blobsingleton.timers import CatchUp, Timer, check, fire
 
 POLICIES = {
     "none": CatchUp.none(),
@@ -39,7 +43,9 @@ def main() -> None:
     out, policy, schedule, occurrence, how = (*sys.argv[1:5], (sys.argv[5:] or ["timer"])[0])
     work = make(policy, schedule, out)
     moment = datetime.fromisoformat(occurrence)
-    if how == "http":
+    if how == "check":
+        print(json.dumps(check(work)[0].to_dict()))
+    elif how == "http":
         fire(work, moment)
     else:
         work(timer_request(moment))
