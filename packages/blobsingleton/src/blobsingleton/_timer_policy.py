@@ -191,7 +191,8 @@ def plan(ledger: Ledger, occurrence: datetime, timer: Timer) -> Plan:
     late = [
         e.occurrence for e in ledger.entries
         if since is not None and e.occurrence > since and e.occurrence != occurrence
-        and at - e.occurrence > timer.grace and e.outcome in (Outcome.LATE, Outcome.RUNNING)
+        and at - e.occurrence > timer.grace
+        and (e.outcome == Outcome.LATE or _catching_up(e, timer.grace))
     ]  # fmt: skip
     if at - occurrence > timer.grace and (own is None or not own.recorded):
         late.append(occurrence)  # a late firing (the host's past-due run, an HTTP call)
@@ -201,6 +202,13 @@ def plan(ledger: Ledger, occurrence: datetime, timer: Timer) -> Plan:
     unrecorded = {e.occurrence for e in ledger.entries if not e.recorded}
     missed = [o for o in late if o not in run and (o in unrecorded or o == occurrence)]
     return Plan(tuple(o for o in run if o != occurrence), tuple(missed))
+
+
+def _catching_up(entry: _ledger.Entry, grace: timedelta) -> bool:
+    """A catch-up in progress (started later than the grace period): a firing that finds one
+    calls it too, so catch-ups stay in order (its guard waits or replays)."""
+    return (entry.outcome == Outcome.RUNNING and entry.started is not None
+            and entry.started - entry.occurrence > grace)  # fmt: skip
 
 
 def catch_up_timer(occurrence: datetime, past_due: bool = True) -> Any:

@@ -142,3 +142,32 @@ def test_a_schedule_with_seconds_catches_up_each_in_order(amsterdam: MemoryBacke
         Outcome.CAUGHT_UP,
         Outcome.RAN,
     ]
+
+
+def test_a_firing_joins_a_catch_up_in_progress_in_order_and_leaves_an_on_time_run_alone() -> None:
+    """Another instance is catching up night 1 (started hours late): this firing's plan calls
+    night 1 too (its guard waits for it), then nights 2 and 3, in order. A run that started on
+    time and still runs is no catch-up: the plan leaves it alone."""
+    from blobsingleton._timer_policy import plan
+    from blobsingleton.timers import Entry, Ledger
+
+    nights = [utc(2026, 11, d, 2) for d in range(20, 25)]
+    at = nights[4] + timedelta(seconds=5)
+
+    def ledger(first: Entry) -> Ledger:
+        entries = (
+            Entry(nights[0], Outcome.RAN, started=nights[0]),
+            first,
+            Entry(nights[2], Outcome.LATE),
+            Entry(nights[3], Outcome.LATE),
+            Entry(nights[4], Outcome.DUE),
+        )
+        return Ledger("f", "0 0 2 * * *", at, nights[0], timedelta(minutes=1), entries, None)
+
+    timer = Timer("0 0 2 * * *", catch_up=CatchUp.each(within=timedelta(days=5)))
+    catching_up = Entry(nights[1], Outcome.RUNNING, started=at - timedelta(seconds=1))
+    assert plan(ledger(catching_up), nights[4], timer).catch_ups == tuple(nights[1:4])
+    on_time = Entry(nights[1], Outcome.RUNNING, started=nights[1] + timedelta(seconds=1))
+    assert plan(ledger(on_time), nights[4], timer).catch_ups == tuple(nights[2:4])
+    none = Timer("0 0 2 * * *", catch_up=CatchUp.none())
+    assert plan(ledger(on_time), nights[4], none).missed == tuple(nights[2:4])
