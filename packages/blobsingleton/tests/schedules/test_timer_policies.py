@@ -97,9 +97,16 @@ def test_catch_up_latest_runs_one_and_records_the_others_missed(memory: MemoryBa
                             3: Outcome.CAUGHT_UP, 4: Outcome.RAN}  # fmt: skip
 
 
-def test_catch_up_none_records_three_misses(memory: MemoryBackends) -> None:
+def test_catch_up_none_records_three_misses(
+    memory: MemoryBackends, caplog: pytest.LogCaptureFixture
+) -> None:
     fn, runs = nightly(Timer(NIGHTLY, catch_up=CatchUp.none()))
-    downtime(memory, fn)
+    with caplog.at_level(logging.INFO, logger="blobsingleton.events"):
+        downtime(memory, fn)
+    missed = [r.getMessage() for r in caplog.records if "event=timer_missed" in r.getMessage()]
+    assert len(missed) == 3  # each recorded once, by one of the instances that fired
+    assert all(r.levelno == logging.WARNING for r in caplog.records if "timer_missed" in r.msg
+               or "timer_missed" in r.getMessage())  # fmt: skip
     assert runs == [(iso(NIGHT[0]), False), (iso(NIGHT[4]), False)]
     assert outcomes(fn) == {0: Outcome.RAN, 1: Outcome.MISSED, 2: Outcome.MISSED,
                             3: Outcome.MISSED, 4: Outcome.RAN}  # fmt: skip
