@@ -97,7 +97,7 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(PY) -W error -m pdoc --docformat markdown -o .build/docs blobsingleton \
 		blobsingleton.testing blobsingleton.ops blobsingleton.results blobsingleton.errors \
-		blobsingleton.batches blobsingleton.schedules
+		blobsingleton.batches blobsingleton.schedules blobsingleton.timers
 
 # The library's release artifacts: sdist and wheel in dist/, metadata checked strictly.
 dist: $(VENV)/.installed

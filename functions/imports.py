@@ -7,6 +7,10 @@
     POST /api/imports/{account}/run
                      202 + run id (a manual run queued), 409 while that account imports,
                      400 for an invalid account name
+    POST /api/imports/nightly  ?occurrence=
+                     the nightly fan-out fired by an external scheduler: the same occurrence
+                     as the timer's (one run between them); late within a day a catch-up,
+                     later 409 with the reason (blobsingleton.timers)
     import_arrival   blob trigger on %IMPORTS_CONTAINER% with the Event Grid source (what Flex
                      Consumption runs): a file written to {account}/incoming/ queues a run of
                      that account, once per file version (its name and ETag: @once); the run
@@ -24,12 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import azure.functions as func
 from azure.functions.timer import TimerRequest as WorkerTimerRequest
-from blobsingleton import Busy, current_lease, once, schedules, singleton
+from blobsingleton import Busy, current_lease, once, schedules, singleton, timers
+from blobsingleton.timers import CatchUp, Timer
 
 from shared import poison
 from shared.imports import config
@@ -69,7 +74,13 @@ def nightly_import(timer: func.TimerRequest) -> None:
     fan_out_night(timer)
 
 
-@once(NIGHTLY_KEY, schedule=SCHEDULE, in_progress_timeout=60, busy=Busy.wait(timeout=90))
+#: The nightly timer: a night missed (the app down, the host not firing) is caught up once, the
+#: latest within a day, by the next firing or the external scheduler's call; older ones are
+#: recorded missed (the ledger: GET /api/timers).
+NIGHTLY = Timer(SCHEDULE, catch_up=CatchUp.latest(within=timedelta(days=1)))
+
+
+@once(NIGHTLY_KEY, schedule=NIGHTLY, in_progress_timeout=60, busy=Busy.wait(timeout=90))
 def fan_out_night(timer: func.TimerRequest) -> dict[str, Any]:
     """Enqueue one message per account, once per schedule occurrence; the summary is stored.
 
@@ -187,6 +198,26 @@ def _queue_manual_run(req: func.HttpRequest) -> func.HttpResponse:
         "status": "queued",
         "report": Layout(account, request.run_id).report,
     })  # fmt: skip
+
+
+@bp.route(route="imports/nightly", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+def run_nightly_now(req: func.HttpRequest) -> func.HttpResponse:
+    """The nightly fan-out fired by an external scheduler (?occurrence=ISO time, default the
+    latest due): one ledger with the timer, so whichever comes first runs the occurrence and
+    the other gets its stored summary; 409 with the reason outside the catch-up window."""
+    text = req.params.get("occurrence")
+    try:
+        occurrence = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return _json(400, {"error": "invalid_occurrence", "detail": "an ISO 8601 time"})
+    try:
+        summary = timers.fire(fan_out_night, occurrence)
+    except timers.OccurrenceRefused as error:
+        return _json(409, {"error": "occurrence_refused", "detail": error.reason})
+    if summary is None:  # its ledger entry says it was passed over (a fan-out returns a summary)
+        detail = "this occurrence is recorded missed or skipped (GET /api/timers)"
+        return _json(409, {"error": "occurrence_refused", "detail": detail})
+    return _json(200, summary)
 
 
 #: Every blob of the imports container: an Event Grid subscription filters by prefix (and

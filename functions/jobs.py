@@ -22,7 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 import azure.functions as func
+from blobsingleton import Busy, once
 from blobsingleton.errors import InvalidKey
+from blobsingleton.timers import Overlap, Timer
 
 from shared import poison
 from shared.jobs import (
@@ -155,10 +157,22 @@ def announce_job(msg: func.QueueMessage) -> None:
         finalize_queued(JobStore(), request.job_id)
 
 
-@bp.timer_trigger(schedule="%JOB_WATCH_SCHEDULE%", arg_name="timer", run_on_startup=False)
+WATCH_SCHEDULE = "%JOB_WATCH_SCHEDULE%"
+
+
+@bp.timer_trigger(schedule=WATCH_SCHEDULE, arg_name="timer", run_on_startup=False)
 def watch_jobs(timer: func.TimerRequest) -> None:
-    """A sweep over the live jobs. No lock: the host runs a timer on one instance, and sweeps
-    that do overlap (devhost --timers every) are safe, every step being conditional."""
+    """A sweep over the live jobs, one at a time across instances (`sweep`)."""
+    sweep(timer)
+
+
+@once("watch-{occurrence}", schedule=Timer(WATCH_SCHEDULE, overlap=Overlap.skip()),
+      retention=3600, busy=Busy.skip())  # fmt: skip
+def sweep(timer: func.TimerRequest) -> None:
+    """One sweep per occurrence; a sweep due while the last still runs (a slow store, a long
+    backlog, instances that do not share a host id) is skipped and recorded as skipped (the
+    ledger: GET /api/timers). Overlapping sweeps would be safe, every step being conditional:
+    skipping saves their work."""
     found = watch(JobStore())
     if any(state not in ("running", "waiting") for state in found):
         log.info("job watcher: %s", found)

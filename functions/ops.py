@@ -5,6 +5,8 @@
     GET  /api/jobs        ?prefix=&limit=&next=          batch jobs: progress, callback state
     GET  /api/imports     ?prefix=&limit=&next=          each account's last import and report
     GET  /api/summary                                    the last hour's figures, from the stores
+    GET  /api/timers                                     each timer's ledger: last run, next due,
+                                                         missed, skipped, late (reported as read)
     POST /api/locks/{key}/break  ?scope= {"reason": "..."}  operators; audited; the token
     POST /api/runs/{key}/reset   ?scope= {"reason": "..."}  operators; audited
     GET  /api/status                                     the status page (reads the above)
@@ -34,7 +36,7 @@ from blobsingleton import ops
 from blobsingleton.config import scope_of, validate_key
 from blobsingleton.errors import InvalidKey
 
-from functions import imports, notifications
+from functions import imports, jobs, notifications
 from shared import ops as app_ops
 from shared import ops_summary
 from shared.operators import Access, NotAuthorized, Operator, authorize
@@ -162,6 +164,17 @@ FLOWS: ops_summary.Flows = {
 def ops_summary_last_hour(req: func.HttpRequest) -> func.HttpResponse:
     """The last hour's figures, each with the store it is read from (counts only)."""
     return _answer(req, Access.READ, lambda _: ops_summary.last_hour(FLOWS))
+
+
+#: The app's scheduled functions (their ledgers: /api/timers, `python -m shared.ops timers`).
+TIMERS = (imports.fan_out_night, jobs.sweep)
+
+
+@bp.route(route="timers", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def ops_timers(req: func.HttpRequest) -> func.HttpResponse:
+    """Each timer's last run, next due and every missed or skipped occurrence; a timer late
+    past its grace period is `late` and reported (event record, metric) as it is read."""
+    return _answer(req, Access.READ, lambda _: app_ops.list_timers(TIMERS))
 
 
 @bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -2,6 +2,8 @@
 
     python -m shared.ops jobs [--prefix P] [--json]      progress and callback state per job
     python -m shared.ops imports [--prefix P] [--json]   the last run of each account
+    python -m shared.ops timers [--json]                 each timer's last run, next due, and
+                                                         missed, skipped and late occurrences
     python -m shared.ops locks|runs|break|reset ...      the library's (blobsingleton.ops)
 
 Reads the storage the app uses (AzureWebJobsStorage: connection string or identity settings).
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, cast
 
 from azure.core.paging import PageIterator
-from blobsingleton import ops
+from blobsingleton import ops, timers
 from blobsingleton.config import encode_key
 from blobsingleton.errors import InvalidKey
 from pydantic import AfterValidator, ConfigDict, Field
@@ -34,6 +36,7 @@ from shared.models import MessageModel, Problem, rule
 
 JOB_COLUMNS = ("job_id", "status", "total", "units_done", "units_failed", "units_outstanding",
                "callback")  # fmt: skip
+TIMER_COLUMNS = ("function", "schedule", "last_run", "next_due", "late", "missed", "skipped")
 IMPORT_COLUMNS = ("account", "run_id", "status", "instance", "records", "imported", "rejected",
                   "duration_s", "errors")  # fmt: skip
 
@@ -188,8 +191,37 @@ def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -
     return ops.Page(items, pages.continuation_token or None)
 
 
+def list_timers(functions: Sequence[Callable[..., Any]]) -> dict[str, Any]:
+    """Each scheduled function's ledger (`blobsingleton.timers`: last run, next due, missed and
+    skipped occurrences, late); late occurrences are reported as they are read (an
+    `event=timer_late` warning and the `blobsingleton.timer.late` gauge), so asking is an
+    alert's probe, from any instance."""
+    return {"items": [ledger.to_dict() for ledger in timers.check(*functions)]}
+
+
+def _timer_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for item in data["items"]:
+        last = item["last_run"]
+        rows.append({
+            **item, "last_run": last and f"{last['occurrence']} {last['outcome']}",
+            "missed": len(item["missed"]), "skipped": len(item["skipped"]),
+        })  # fmt: skip
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = ops.build_parser("python -m shared.ops", ("jobs", "imports")).parse_args(argv)
+    parser = ops.build_parser("python -m shared.ops", ("jobs", "imports", "timers"))
+    args = parser.parse_args(argv)
+    if args.command == "timers":
+        from functions.ops import TIMERS  # the app's scheduled functions (needs its settings)
+
+        data = list_timers(TIMERS)
+        if args.json:
+            print(json.dumps(data, indent=2))
+        else:
+            ops.print_table(_timer_rows(data), TIMER_COLUMNS, sys.stdout)
+        return 0
     if args.command not in ("jobs", "imports"):
         return ops.run_command(args)
     try:

@@ -13,7 +13,7 @@ from azure.functions.timer import TimerRequest
 from blobsingleton import BlobLease
 from blobsingleton.config import scope_of
 from blobsingleton.records import BlobRecordStore, Record, Status
-from blobsingleton.schedules import fired_occurrence
+from blobsingleton.schedules import fired_occurrence, previous_occurrence
 from blobsingleton.testing import crashed_run
 
 from functions.imports import (
@@ -48,6 +48,11 @@ def timer(next_occurrence: str, *, past_due: bool = False) -> TimerRequest:
     return TimerRequest(past_due=past_due, schedule_status=status)
 
 
+def last_night() -> datetime:
+    """The latest occurrence of the tests' IMPORT_SCHEDULE (within the catch-up window)."""
+    return previous_occurrence("0 0 2 * * *", datetime.now(UTC))
+
+
 def message(account: str, run_id: str = NIGHT) -> func.QueueMessage:
     body = ImportRequest(account=account, run_date=run_id[:10], run_id=run_id).to_json()
     return func.QueueMessage(id=f"msg-{account}", body=body.encode())
@@ -66,28 +71,33 @@ def queue_count(name: str) -> int:
 def test_every_instance_fires_the_timer_and_one_fan_out_happens(imports_env: ImportsEnv) -> None:
     for account in ("acme", "beta"):
         imports_env.upload(account, "a.csv", samples.csv_bytes(list(samples.members(2))))
-    assert nightly_import(timer(f"{NIGHT}T02:00:00+00:00")) is None  # the worker's $return rule
-    results = [fan_out_night(timer(f"{NIGHT}T02:00:00+00:00")) for _ in range(3)]
+    night = last_night()  # an older night would be past the timer's catch-up window
+    assert nightly_import(timer(night.isoformat())) is None  # the worker's $return rule
+    results = [fan_out_night(timer(night.isoformat())) for _ in range(3)]
     assert results[0]["accounts"] == ["acme", "beta"]
     assert results[1:] == [results[0]] * 2  # the stored result of the one fan-out
     bodies = imports_env.messages(imports_env.queue)
-    assert sorted((b["account"], b["run_id"]) for b in bodies) == [("acme", NIGHT), ("beta", NIGHT)]
+    run_id = night.date().isoformat()
+    assert sorted((b["account"], b["run_id"]) for b in bodies) == [("acme", run_id),
+                                                                   ("beta", run_id)]  # fmt: skip
 
 
 def test_a_past_due_occurrence_is_caught_up_once(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(2))))
-    missed = timer("2026-01-10T02:00:00+00:00", past_due=True)
+    night = last_night()  # missed: the host's past-due run, within the catch-up window
+    missed = timer(night.isoformat(), past_due=True)
     first = fan_out_night(missed)
-    assert first["run_date"] == "2026-01-10"
-    nightly_import(timer("2026-01-10T02:00:00+00:00", past_due=True))  # another instance
+    assert first["run_date"] == night.date().isoformat()
+    nightly_import(timer(night.isoformat(), past_due=True))  # another instance
     assert len(imports_env.messages(imports_env.queue)) == 1
 
 
 def test_a_fan_out_that_died_half_way_is_taken_over(imports_env: ImportsEnv) -> None:
     imports_env.upload("acme", "a.csv", samples.csv_bytes(list(samples.members(2))))
-    fired = timer(f"{NIGHT}T02:00:00+00:00")
+    night = last_night()
+    fired = timer(night.isoformat())
     crashed_run(
-        NIGHTLY_RECORDS(), NIGHTLY_KEY.format(occurrence=f"{NIGHT}T02:00:00Z"), 0
+        NIGHTLY_RECORDS(), NIGHTLY_KEY.format(occurrence=f"{night:%Y-%m-%dT%H:%M:%SZ}"), 0
     )  # died, record expired
     assert fan_out_night(fired)["accounts"] == ["acme"]
     assert len(imports_env.messages(imports_env.queue)) == 1

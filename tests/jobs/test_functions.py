@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import azure.functions as func
 import pytest
 from azure.functions.timer import TimerRequest
+from blobsingleton.schedules import previous_occurrence
+from blobsingleton.timers import catch_up_timer
 
 from functions.jobs import fail_job_unit, get_job, run_job_unit, start_job, watch_jobs
 from harness.callbacks import CallbackReceiver
@@ -163,6 +166,13 @@ def test_a_handler_raising_anything_else_fails_the_invocation_for_a_retry(
     assert receiver.posts == []
 
 
+def firing(back: int) -> TimerRequest:
+    """The watcher's timer firing the occurrence `back` occurrences before the latest due."""
+    moment = previous_occurrence("*/30 * * * * *", datetime.now(UTC)) - timedelta(seconds=30 * back)
+    timer: TimerRequest = catch_up_timer(moment, past_due=False)
+    return timer
+
+
 def test_the_watcher_timer_finishes_a_job_whose_counter_lags(
     jobs_env: JobSettings, receiver: CallbackReceiver
 ) -> None:
@@ -170,10 +180,10 @@ def test_the_watcher_timer_finishes_a_job_whose_counter_lags(
     store = JobStore(jobs_env)
     store.mark("lag", "u00000", UnitState.DONE)  # its worker died before counting it
     record_unit(store, "lag", "u00001", 2)
-    watch_jobs(TimerRequest(past_due=False))
+    watch_jobs(firing(1))
     assert run_announcements(jobs_env) == 0  # the counter moved less than JOB_STALL_SECONDS ago
     time.sleep(2.1)  # Last-Modified has a one-second resolution
-    watch_jobs(TimerRequest(past_due=False))
+    watch_jobs(firing(0))  # the next occurrence (one occurrence sweeps once)
     assert receiver.posts == []  # the sweep queues the announcement, never POSTs itself
     assert run_announcements(jobs_env) == 1
     [post] = receiver.posts

@@ -13,7 +13,8 @@ submodules: `errors` (every error), `batches` (what `fn.each(items)` returns), `
 duplicates, for a codec of your own), `leases` (`FairLease`, `LeaseSemaphore`, `BaseLease`,
 lock state, process exit), `config` (accounts, clients, namespace, keys), `events`,
 `testing` (in-memory backends), `ops`, `schedules` (timer schedules as the host reads them,
-for `{occurrence}` keys).
+for `{occurrence}` keys), `timers` (a timer's ledger, catch-up and overlap policies, late
+occurrences).
 Modules starting with `_` are private. Importing the library registers nothing: the exit hook
 that releases held leases is registered when the process first holds one.
 """

@@ -47,6 +47,7 @@ from blobsingleton._once_handler import (
     OnceHandler,
 )
 from blobsingleton._records import RecordStore, payload_hash
+from blobsingleton._timer_policy import Timer, govern, record_clock
 from blobsingleton.errors import KeyTemplateError, ResultNotStorable
 
 log = logging.getLogger("blobsingleton")
@@ -73,7 +74,7 @@ def once(
     retention: float | timedelta = ..., in_progress_timeout: float | timedelta = ...,
     payload: Callable[..., Any] | None = ..., result: ResultCodec | None = ...,
     on_replay: Callable[[Any], Any] | None = ...,
-    busy: Wait | Answer | Callable[[Exception], Any] = ..., schedule: str | None = ...,
+    busy: Wait | Answer | Callable[[Exception], Any] = ..., schedule: str | Timer | None = ...,
     storage: Records = ..., run_without_key: bool = ...,
 ) -> _batch.OnceDecorator: ...  # fmt: skip
 @overload
@@ -81,7 +82,7 @@ def once(
     key: str, *, scope: Scope | None = ..., mode: Mode = ..., retention: float | timedelta = ...,
     in_progress_timeout: float | timedelta = ..., payload: Callable[..., Any] | None = ...,
     result: ResultCodec | None = ..., on_replay: Callable[[Any], Any] | None = ...,
-    busy: BusyPolicy = ..., schedule: str | None = ..., storage: Records = ...,
+    busy: BusyPolicy = ..., schedule: str | Timer | None = ..., storage: Records = ...,
     run_without_key: bool = ...,
 ) -> _batch.MaybeSkippedOnce: ...  # fmt: skip
 @_misuse.teaches_renames("once")
@@ -96,7 +97,7 @@ def once(
     result: ResultCodec | None = None,
     on_replay: Callable[[Any], Any] | None = None,
     busy: BusyPolicy = Busy.WAIT,
-    schedule: str | None = None,
+    schedule: str | Timer | None = None,
     storage: Records = None,
     run_without_key: bool = False,
 ) -> _batch.OnceDecorator | _batch.MaybeSkippedOnce:
@@ -120,7 +121,8 @@ def once(
     (`Busy`); each first holds `hold` s in its process, watching the record (3 s; 0 for skip).
     `run_without_key=True`: a key the invocation lacks (a missing or empty field) runs the
     function unguarded, with a warning, instead of raising `KeyTemplateError`. `schedule`: a
-    timer's schedule, for `{occurrence}` keys. `storage`: where the records live, blobs of a
+    timer's schedule, for `{occurrence}` keys, or a `timers.Timer` (with its catch-up and
+    overlap policies). `storage`: where the records live, blobs of a
     `StorageAccount` or of a `Storage(account, namespace)` (default: AzureWebJobsStorage,
     `runonce`, namespace BLOBSINGLETON_NAMESPACE else the host id), or any `RecordStore` (which
     keeps the keys it is given: no `scope`). Inside a `@singleton` invocation, a record in
@@ -138,6 +140,8 @@ def once(
     if scope not in (None, "function", "app"):
         raise ValueError(f"@once(scope=...) must be 'function' or 'app', not {scope!r}")
     store, account, namespace = _records_at(storage, scope)
+    timer = Timer.of(schedule)  # a timer's policies (issue 49): `_timer_policy`
+    schedule_text = timer.schedule if timer else None
     handling = BusyHandling.of(busy, "once", storage=account)
     hold_s = handling.hold(DEFAULT_HOLD_BUSY)
     wait_timeout = handling.wait_timeout
@@ -152,7 +156,7 @@ def once(
 
         def make_guard(*args: Any, **kwargs: Any) -> Guard:
             try:
-                resolved = resolve_key(key, signature, args, kwargs, schedule=schedule)
+                resolved = resolve_key(key, signature, args, kwargs, schedule=schedule_text)
             except KeyTemplateError as error:
                 hinted = _batch.list_hint(error, signature.bind_partial(*args, **kwargs).arguments)
                 if not run_without_key:
@@ -172,6 +176,7 @@ def once(
                 on_replay=on_replay,
                 wait_timeout=wait_timeout,
                 hold=hold_s,
+                clock=record_clock(),
             )
 
         def batch() -> _batch.BatchSpec:  # built when `each` is called: no batch code before
@@ -181,7 +186,14 @@ def once(
                 wait_timeout=wait_timeout,
             )  # fmt: skip
 
-        return _with_each(guarded(fn, make_guard, handling, ("once", key)), fn, batch)
+        wrapper = _with_each(guarded(fn, make_guard, handling, ("once", key)), fn, batch)
+        if timer is None:
+            return wrapper
+        return govern(  # type: ignore[return-value]
+            wrapper, fn, key, timer, retention_s, storage=account, namespace=namespace,
+            records=lambda: store or record_store(storage=account, namespace=namespace,
+                                                  scope=scope_id),
+        )  # fmt: skip
 
     return decorate  # type: ignore[return-value]  # OnceDecorator: guarded's, with `each`
 
@@ -417,6 +429,7 @@ _DECODERS: dict[str, _Decoder] = {
     "dataclass": _dataclass,
     "model": lambda d, part: _import(d["cls"]).model_validate(d["v"]),
     "http": _http,
+    "ledger": lambda d, part: None,  # a timer's occurrence no run wrote (missed, skipped)
     **{tag: _from_iso(kind) for tag, kind in _TIMES.items()},
 }
 

@@ -76,6 +76,16 @@ class NoOccurrence(BlobSingletonError, LookupError):
         self.schedule = schedule
 
 
+class OccurrenceRefused(BlobSingletonError, ValueError):
+    """A run of a scheduled function's occurrence asked for outside what its timer allows (an
+    external scheduler's call too late for the catch-up window, not an occurrence, not due)."""
+
+    def __init__(self, function: str, occurrence: Any, reason: str) -> None:
+        when = f" {occurrence:%Y-%m-%dT%H:%M:%SZ}" if occurrence is not None else ""
+        super().__init__(f"{function}: occurrence{when} refused: {reason}")
+        self.function, self.occurrence, self.reason = function, occurrence, reason
+
+
 class StorageUnavailable(BlobSingletonError):
     """Storage did not answer, or answered with a server error, after the client's retries."""
 
@@ -219,7 +229,8 @@ __all__ = [
     "AlreadyInProgress", "BatchFailed", "BlobSingletonError", "CredentialsRefused",
     "InvalidConnectionString", "InvalidKey", "InvalidRequest", "InvalidSchedule",
     "KeyTemplateError", "LeaseError", "LeaseLost", "LeaseNotHeld", "LeaseTimeout",
-    "NoOccurrence", "NotFound", "NotHeld", "OnceError", "OpsError", "OutsideGuardedCall",
+    "NoOccurrence", "NotFound", "NotHeld", "OccurrenceRefused", "OnceError", "OpsError",
+    "OutsideGuardedCall",
     "PayloadMismatch", "RecordConflict", "ResultNotStorable", "RunLost", "SettingMissing",
     "StorageAccountError", "StorageUnavailable",
 ]  # fmt: skip

@@ -14,10 +14,11 @@ Inside `memory_backends()`, every `@once` without its own `store=` keeps its rec
 `memory.records_of(fn)` (`memory.records` for `scope="app"`), every `@singleton` takes its
 leases from `memory.locks`, a `Busy.DEFER` puts its copy in `memory.deferred` (one
 `DeferredMessage(queue, body, delay)` each, nothing sent), and a timer's `{occurrence}` is
-judged at `memory.clock`'s time: no Azurite, no storage setting, milliseconds. All keep
-storage's rules: conditional writes (etags), expiry in `memory.clock` (a `FakeClock` a test
-moves with `advance()`), a lease free once expired, a fencing token incremented per
-acquisition.
+judged at `memory.clock`'s time (and a run-once record stamped with it, so a timer's ledger,
+`blobsingleton.timers`, sees catch-ups and late occurrences on it): no Azurite, no storage
+setting, milliseconds. All keep storage's rules: conditional writes (etags), expiry in
+`memory.clock` (a `FakeClock` a test moves with `advance()`), a lease free once expired, a
+fencing token incremented per acquisition.
 
 `queue_message`, `timer_request` and `http_request` build the trigger arguments as the worker
 does (with `azure.functions`' own converters, from the data and metadata the host sends).
