@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from blobsingleton import _connection
-from blobsingleton import _invocation as telemetry
 from blobsingleton._connection import (
     TIME_RESOLUTION,
     StorageAccount,
@@ -23,11 +22,12 @@ from blobsingleton._connection import (
     error_code,
     unavailable_as,
 )
-from blobsingleton._invocation import Owner
+from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._listing import list_all
+from blobsingleton._owner import Owner
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ class BlobLease(BaseLease):
         self._published = self._publish_at_acquire
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
-        telemetry.emit_lease("acquire", self)
+        emit_lease("acquire", self)
         return token
 
     def _renew(self) -> None:

@@ -29,7 +29,7 @@ from azure.core.exceptions import (
 )
 
 from blobsingleton import _connection
-from blobsingleton import _invocation as telemetry
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import pipeline_sender
 from blobsingleton._connection import (
     TIME_RESOLUTION,

@@ -1,7 +1,7 @@
 """Where the library's blobs and deferred messages live and how it talks to the account: app
 settings, one storage account and its clients, the conventional containers, storage errors
-translated in one place, the service's clock, and the backends a test puts in place of Blob
-Storage. Low in the layering: it imports no backend (docs/internals.md)."""
+translated in one place and the service's clock. Low in the layering: it imports no backend
+(docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.core.exceptions import (
     AzureError,
@@ -28,7 +28,7 @@ from azure.core.exceptions import (
     ResourceNotFoundError,
 )
 
-from blobsingleton import _invocation as telemetry
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import response_hook
 from blobsingleton.errors import (
     CredentialsRefused,
@@ -39,9 +39,6 @@ from blobsingleton.errors import (
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient, ContainerClient
-
-    from blobsingleton._lease import BaseLease
-    from blobsingleton._records import RecordStore
 
 T = TypeVar("T")
 
@@ -449,43 +446,3 @@ class ServiceTime:
             self.at = epoch(http_date(header))
         if self._chained is not None:
             self._chained(response)
-
-
-# Backends a test puts in place of Blob Storage: leases, record stores, DEFER's queue and the
-# clock a timer's `{occurrence}` is judged at (`blobsingleton.testing.memory_backends`); Blob
-# Storage's are built by the decorators that use them (`_singleton.lease`, `_once.record_store`,
-# `_busy.send_message`) when nothing is set.
-class Backends(Protocol):
-    """Where decorators get their leases, record stores, DEFER's queue and the time a timer's
-    `{occurrence}` is judged at (tests: in memory, on a fake clock)."""
-
-    def record_store(self, **options: Any) -> RecordStore: ...
-
-    def lease(self, key: str, **options: Any) -> BaseLease: ...
-
-    def send_message(self, queue: str, body: bytes, delay: int) -> str: ...
-
-    def now(self) -> datetime: ...
-
-
-_backends: list[Backends] = []  # the backends set: none (Blob Storage's) or one
-
-
-def set_backends(backends: Backends | None) -> Backends | None:
-    """Use `backends` from now on (None: Blob Storage again); returns the previous ones."""
-    previous = _backends[0] if _backends else None
-    _backends.clear()
-    if backends is not None:
-        _backends.append(backends)
-    return previous
-
-
-def current_backends() -> Backends | None:
-    """The backends set (None: Blob Storage's)."""
-    return _backends[0] if _backends else None
-
-
-def backends_now() -> datetime | None:
-    """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
-    clock), else None (the wall clock)."""
-    return _backends[0].now() if _backends else None

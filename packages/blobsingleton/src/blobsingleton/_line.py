@@ -13,8 +13,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Unpack
 
-from blobsingleton import _invocation as telemetry
 from blobsingleton import _shutdown as shutdown
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._blob_lease import BlobLease, Entry, LeaseOptions, WaitingLine
 from blobsingleton._lease import paced
 from blobsingleton.errors import LeaseError, StorageUnavailable

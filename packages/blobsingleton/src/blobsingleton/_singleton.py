@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
+from blobsingleton._backends import current_backends
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import (
     RUN,
@@ -25,11 +26,13 @@ from blobsingleton._busy import (
     Wait,
     guarded,
 )
-from blobsingleton._connection import Storage, StorageAccount, current_backends
-from blobsingleton._invocation import Owner, current_invocation_id, leases_held, off_loop
+from blobsingleton._connection import Storage, StorageAccount
+from blobsingleton._invocation import current_invocation_id
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
-from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, leases_held
 from blobsingleton._line import FairLease
+from blobsingleton._off_loop import off_loop
+from blobsingleton._owner import Owner
 from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 

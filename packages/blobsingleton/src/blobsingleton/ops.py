@@ -39,11 +39,12 @@ from blobsingleton._connection import (
     retry_on_missing_container,
     unavailable_as,
 )
-from blobsingleton._invocation import Owner, emit
+from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
+from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
 from blobsingleton.errors import (
     InvalidKey,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from blobsingleton import _connection
+from blobsingleton import _backends
 from blobsingleton._keys import function_scope
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, slot_name
 from blobsingleton._records import Record, RecordStore, Status
@@ -334,11 +334,11 @@ def _user_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 def memory_backends(clock: FakeClock | None = None) -> Iterator[MemoryBackends]:
     """Run `@once` and `@singleton` on in-memory backends inside the block (see the module)."""
     backends = MemoryBackends(clock or FakeClock())
-    previous = _connection.set_backends(backends)
+    previous = _backends.set_backends(backends)
     try:
         yield backends
     finally:
-        _connection.set_backends(previous)
+        _backends.set_backends(previous)
 
 
 def _utc(moment: datetime) -> datetime:
