@@ -30,7 +30,7 @@ from blobsingleton._connection import Storage, StorageAccount
 from blobsingleton._invocation import current_invocation_id
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, leases_held
-from blobsingleton._line import FairLease
+from blobsingleton._line import FairLease, LineMemory
 from blobsingleton._off_loop import off_loop
 from blobsingleton._owner import Owner
 from blobsingleton._semaphore import LeaseSemaphore
@@ -38,21 +38,14 @@ from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
 
-_current = leases_held
-
 
 #: The attribute a `@singleton` wrapper carries (copied by outer wrappers' `functools.wraps`).
 MARK = "__blobsingleton_singleton__"
 
 
-def held() -> tuple[BaseLease, ...]:
-    """The leases the running `@singleton` invocation holds (none outside one)."""
-    return _current.get()
-
-
 def current_lease(key: str | None = None) -> BaseLease:
     """The lease the running `@singleton` invocation holds; with several, the one of `key`."""
-    leases = _current.get()
+    leases = leases_held.get()
     if not leases:
         raise OutsideGuardedCall("current_lease()", "@singleton")
     if key is None:
@@ -118,11 +111,11 @@ class _LeaseGuard(Guard):
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        token = _current.set(tuple(self.leases))
+        token = leases_held.set(tuple(self.leases))
         try:
             yield
         finally:
-            _current.reset(token)
+            leases_held.reset(token)
 
     def settle(self, result: Any, failed: bool) -> None:
         """A lease lost mid-run is raised after the body, so the host sees the overlap."""
@@ -210,8 +203,9 @@ def singleton(
                 "one, @singleton(['a-{x}', 'b-{y}']), which takes them in one order"
             )
         signature = inspect.signature(fn)
+        memory = LineMemory() if in_line else None  # this function's memory of its keys' lines
         scope_id = function_scope(fn) if scope == "function" else None
-        where = dict(
+        where: dict[str, Any] = dict(
             container=place.container, storage=place.account, namespace=place.namespace,
             scope=scope_id,
         )  # fmt: skip
@@ -219,10 +213,11 @@ def singleton(
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
+            options: dict[str, Any] = dict(
+                limit=limit, period=period, owner=owner, fair=in_line, memory=memory
+            )
             leases = [
-                default_lease(
-                    resolved, limit=limit, period=period, owner=owner, fair=in_line, **where
-                )
+                default_lease(resolved, **options, **where)
                 for resolved in sorted(keys, key=encode_key)
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)
@@ -242,16 +237,21 @@ def _invocation_id(kwargs: dict[str, Any]) -> str:
 
 
 def default_lease(
-    key: str, *, limit: int = 1, fair: bool = False, **options: Any
+    key: str,
+    *,
+    limit: int = 1,
+    fair: bool = False,
+    memory: LineMemory | None = None,
+    **options: Any,
 ) -> BaseLease | BlobLease:
     """The lease a `@singleton` takes: the backends' a test set, else `BlobLease(key,
-    **options)`, `FairLease` if `fair`, or with `limit` above 1 a `LeaseSemaphore` of that many
-    holders."""
+    **options)`, a `FairLease` remembering its line in `memory` if `fair` (it lists the line
+    only once it met one), or with `limit` above 1 a `LeaseSemaphore` of that many holders."""
     backends = current_backends()
     if backends is not None:
         return backends.lease(key, limit=limit, fair=fair, **options)
     if limit > 1:
         return LeaseSemaphore(key, limit, fair=fair, **options)
     if fair:
-        return FairLease(key, **options)
+        return FairLease(key, memory=memory, look_always=False, **options)
     return BlobLease(key, **options)
