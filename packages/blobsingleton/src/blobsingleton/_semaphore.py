@@ -12,8 +12,9 @@ from typing import Unpack
 
 from azure.core.exceptions import ResourceNotFoundError
 
-from blobsingleton._blob_lease import BlobLease, LeaseOptions, LockBlob, LockBusy, WaitingLine
+from blobsingleton._blob_lease import BlobLease, LeaseOptions, LockBlob, WaitingLine
 from blobsingleton._lease import check_limit, paced, slot_name
+from blobsingleton._storage_errors import LockBusy
 from blobsingleton.errors import LeaseError, StorageUnavailable
 
 log = logging.getLogger("blobsingleton")

@@ -144,7 +144,7 @@ def test_the_connection_imports_no_backend() -> None:
     leases and record stores, is `_backends`, above them)."""
     graph = import_graph(SOURCE)
     below = reached(graph, lib("_connection"))
-    assert below <= lib("_telemetry", "_azure_sdk", "errors")
+    assert below <= lib("_telemetry", "_azure_sdk", "_storage_errors", "errors")
     assert lib("_connection") <= graph["blobsingleton._blob_lease"]
 
 
