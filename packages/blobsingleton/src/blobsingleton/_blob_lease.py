@@ -134,9 +134,10 @@ class LockBlob:
 
 @dataclass(frozen=True)
 class Entry:
+    """A live waiter in a key's line: its ticket, and the lease id it will hold the key with."""
+
     ticket: int
     lease_id: str
-    refreshed_at: float  # epoch seconds, the service's clock
 
 
 class WaitingLine:
@@ -176,7 +177,7 @@ class WaitingLine:
             if now - refreshed > self.period + TIME_RESOLUTION:
                 continue  # its waiter stopped refreshing: gone
             ticket = int(blob.name[len(self._prefix) :])
-            entries.append(Entry(ticket, blob.metadata.get("lease_id", ""), refreshed))
+            entries.append(Entry(ticket, blob.metadata.get("lease_id", "")))
         return sorted(entries, key=lambda e: e.ticket)
 
     def _entry(self, ticket: int) -> Any:

@@ -171,7 +171,7 @@ class FairLease(BlobLease):
         if self._may_keep():
             successor = self._successor()
             if successor is not None:
-                self._keep(successor, token)
+                self._keep_for_next_turn(successor, token)
                 return
         self._hand_on(self._lease_id, token, self._successor(), turns_since=self._turns_since)
 
@@ -212,12 +212,12 @@ class FairLease(BlobLease):
         )
         log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
 
-    def _keep(self, successor: Entry, token: int | None) -> None:
+    def _keep_for_next_turn(self, successor: Entry, token: int | None) -> None:
         lease_id, turns_since = self._lease_id, self._turns_since
         hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
         kept = Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
         kept.successor, kept.successor_seen_at = successor, self._next_seen_at
-        self._memory.keep(self._memory_key, kept)
+        self._memory.keep_for_next_turn(self._memory_key, kept)
 
     def waiters(self) -> int:
         """How many live waiters stand in this key's line: 1 request."""
@@ -407,7 +407,7 @@ class LineMemory:
         with self._lock:
             return self._known.setdefault(lock_url, KnownLine())
 
-    def keep(self, lock_url: str, kept: Kept) -> None:
+    def keep_for_next_turn(self, lock_url: str, kept: Kept) -> None:
         """Keep `kept` for `KEEP_FOR` seconds; then its timer hands it on unless taken."""
         self._hand_on_at_exit()
         timer = threading.Timer(KEEP_FOR, self._expire, args=(lock_url, kept))

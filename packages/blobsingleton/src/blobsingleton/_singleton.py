@@ -65,7 +65,7 @@ class _LeaseGuard(Guard):
         self.leases = leases
         self.function = function
         self.wait_timeout = wait_timeout
-        self._held: list[BaseLease] = []
+        self._taken: list[BaseLease] = []
 
     def enter(self, wait: bool) -> Admission:
         deadline = time.monotonic() + self.wait_timeout
@@ -73,12 +73,12 @@ class _LeaseGuard(Guard):
             try:
                 lease.acquire(**self._args(wait, deadline))
             except LeaseTimeout as error:
-                self._release_held()
+                self._release_taken()
                 return Admission(run=False, busy=error)
             except BaseException:
-                self._release_held()
+                self._release_taken()
                 raise
-            self._held.append(lease)
+            self._taken.append(lease)
         return RUN
 
     async def enter_async(self, wait: bool) -> Admission:
@@ -87,12 +87,12 @@ class _LeaseGuard(Guard):
             try:
                 await lease.acquire_async(**self._args(wait, deadline))
             except LeaseTimeout as error:
-                await off_loop(self._release_held)
+                await off_loop(self._release_taken)
                 return Admission(run=False, busy=error)
             except BaseException:
-                await off_loop(self._release_held)
+                await off_loop(self._release_taken)
                 raise
-            self._held.append(lease)
+            self._taken.append(lease)
         return RUN
 
     def _args(self, wait: bool, deadline: float) -> dict[str, Any]:
@@ -100,12 +100,12 @@ class _LeaseGuard(Guard):
             return {"blocking": False}
         return {"timeout": max(0.0, deadline - time.monotonic())}
 
-    def _release_held(self) -> None:
-        while self._held:
-            self._held.pop().release()
+    def _release_taken(self) -> None:
+        while self._taken:
+            self._taken.pop().release()
 
     def describe(self) -> dict[str, Any]:
-        tokens = [lease.token for lease in self._held]
+        tokens = [lease.token for lease in self._taken]
         key = ",".join(lease.key for lease in self.leases)
         return {"key": key, "token": tokens[0] if len(tokens) == 1 else None}
 
@@ -131,7 +131,7 @@ class _LeaseGuard(Guard):
                     )
                     raise
         finally:
-            self._release_held()
+            self._release_taken()
 
 
 #: Where `@singleton` keeps its locks: blobs of an account (`StorageAccount`, or a `Storage`

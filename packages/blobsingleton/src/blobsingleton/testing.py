@@ -10,7 +10,7 @@
         assert sent == ["e1"]
         assert memory.records_of(notify).get("email-e1").status == Status.COMPLETED
 
-Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
+Inside `memory_backends()`, every `@once` without its own `storage=` keeps its records in
 `memory.records_of(fn)` (`memory.records` for `scope="app"`), every `@singleton` takes its
 leases from `memory.locks`, a `Busy.DEFER` puts its copy in `memory.deferred` (one
 `DeferredMessage(queue, body, delay)` each, nothing sent), and a timer's `{occurrence}` is
@@ -22,7 +22,7 @@ acquisition.
 `queue_message`, `timer_request` and `http_request` build the trigger arguments as the worker
 does (with `azure.functions`' own converters, from the data and metadata the host sends).
 
-The pieces work alone too: `@once(store=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
+The pieces work alone too: `@once(storage=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
 `MemoryLocks`). `RequestCounter` counts what your code sends to real storage: pass it as the
 `raw_request_hook` client option (`blobsingleton.config.set_client_options`).
 """
