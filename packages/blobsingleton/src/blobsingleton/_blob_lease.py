@@ -63,12 +63,31 @@ class LockBlob:
     """The lock blob of one key: acquire, fence, renew, publish owner, hand over, release, read.
     Each method is one storage request on the steady-state path."""
 
-    def __init__(self, container: ContainerClient, blob_name: str, key: str) -> None:
+    def __init__(
+        self, container: ContainerClient, blob_name: str, key: str, namespace: str = ""
+    ) -> None:
         self.container = container
         self._blob = container.get_blob_client(blob_name)
         self.name = blob_name
         self.key = key
+        self.namespace = namespace
         self._options = _bounded(REQUEST_TIMEOUT)
+
+    @classmethod
+    def of(
+        cls,
+        key: str,
+        container: ContainerClient | None = None,
+        storage: StorageAccount | None = None,
+        namespace: str | None = None,
+        scope: str | None = None,
+    ) -> LockBlob:
+        """The lock blob of `key`: in `container`, else `storage`'s (default:
+        AzureWebJobsStorage) `LEASE_CONTAINER` (`locks`), under `namespace` (default:
+        BLOBSINGLETON_NAMESPACE, else the host id) and `scope` (a function's own keys)."""
+        locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
+        named = resolve_namespace(namespace)
+        return cls(locks, blob_name(prefix(named, scope), key), key, named)
 
     def acquire(self, lease_id: str, period: float) -> None:
         """Take the lease with our id, creating what is missing; `LockBusy` when held. An
@@ -235,10 +254,9 @@ class BlobLease(BaseLease):
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
-        locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
+        self._lock = LockBlob.of(key, container, storage, namespace, scope)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
-        self.namespace = resolve_namespace(namespace)
-        self._lock = LockBlob(locks, blob_name(prefix(self.namespace, scope), key), key)
+        self.namespace = self._lock.namespace
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
@@ -314,6 +332,4 @@ def read_lock(
     scope: str | None = None,
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
-    locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
-    named = prefix(resolve_namespace(namespace), scope)
-    return LockBlob(locks, blob_name(named, key), key).read()
+    return LockBlob.of(key, container, storage, namespace, scope).read()

@@ -74,16 +74,21 @@ class FairLease(BlobLease):
         **options: Unpack[LeaseOptions],
     ) -> None:
         super().__init__(key, **options)
-        self._line = WaitingLine(self._lock.container, self._lock.name, key, self.period)
         self._memory = memory or LineMemory.of_process()
         self._memory_key = f"{getattr(self._lock.container, 'url', '')}/{self._lock.name}"
         self._known = self._memory.known(self._memory_key)  # what it knows of this key's line
         self._look_always = look_always
         self._met_line = False  # this acquisition met a line (it waited, or took a kept lease)
         self._wait: LineWait | None = None  # a blocking acquire's place in line
+        self._blocking = True
         self._turns, self._turns_since = 0, 0.0  # this process's turns in a row, since when
         self._next: Entry | None = None  # the first waiter in line, as last seen
         self._next_seen_at = float("-inf")
+
+    @functools.cached_property
+    def _line(self) -> WaitingLine:
+        """The key's waiting line in storage (made when first met: an uncontended turn has none)."""
+        return WaitingLine(self._lock.container, self._lock.name, self.key, self.period)
 
     # -- acquire: wait in line, take a lease this process kept, or ask ---------------------------
     def _waits(
@@ -91,16 +96,20 @@ class FairLease(BlobLease):
     ) -> Generator[float, None, None]:
         now, known = self._clock(), self._known
         self._met_line = known.busy(now) or now - known.released_at < QUIET
-        wait = self._wait = LineWait(self._line, known, self.period, blocking, self._clock)
-        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
+        self._wait, self._blocking = None, blocking  # a place in line once the first ask failed
+        return self._in_line(timeout, blocking)
 
-    def _in_line(
-        self, wait: LineWait, waits: Generator[float, None, None]
-    ) -> Generator[float, None, None]:
+    def _in_line(self, timeout: float | None, blocking: bool) -> Generator[float, None, None]:
+        """The waits after the first attempt, in line (run from the first wait on)."""
+        wait = self._wait or self._place_in_line()
         try:
-            yield from waits
+            yield from paced(self.key, self._clock, timeout, blocking, wait.next_delay)
         finally:
             self._leave(wait)
+
+    def _place_in_line(self) -> LineWait:
+        self._wait = LineWait(self._line, self._known, self.period, self._clock)
+        return self._wait
 
     def _try_acquire(self) -> int | None:
         wait = self._wait
@@ -112,8 +121,8 @@ class FairLease(BlobLease):
         token = self._take_kept()
         if token is not None:
             return token
-        if wait is not None and wait.joins_at_once():
-            wait.join()  # this process just handed the key on: an attempt could only fail
+        if self._blocking and self._known.busy(self._clock()):
+            self._place_in_line().join()  # this process just handed the key on: an ask would fail
             return None
         return self._first_turn(str(uuid.uuid4()))
 
@@ -232,10 +241,9 @@ class LineWait:
         line: WaitingLine,
         memory: KnownLine,
         period: float,
-        blocking: bool,
         clock: Callable[[], float],
     ) -> None:
-        self.line, self.memory, self.period, self.blocking = line, memory, period, blocking
+        self.line, self.memory, self.period = line, memory, period
         self.clock = clock  # the lease's: every time below is on it
         self.ticket: int | None = None  # our place in line, once joined
         self.lease_id = ""  # the lease id we stand in line with
@@ -247,10 +255,6 @@ class LineWait:
         self._overdue_from = 0.0  # on `clock`: the next in line backs off past this
         self._probe_next = True  # the next wake asks for the lease (else it lists the line)
         self._look_due = False
-
-    def joins_at_once(self) -> bool:
-        """This process just handed the key on: an attempt could only fail, so join."""
-        return self.blocking and self.memory.busy(self.clock())
 
     def asks(self) -> bool:
         """Whether this wake asks for the lease; if it does not get it, the next looks."""
