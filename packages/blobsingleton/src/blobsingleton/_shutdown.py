@@ -28,7 +28,8 @@ class Releasable(Protocol):
 
 
 _held: weakref.WeakSet[Releasable] = weakref.WeakSet()
-#: What else gives leases back at shutdown (`_line.hand_on_all`, once a lease was kept).
+#: What else gives leases back at shutdown (a `_line.LineMemory`'s `hand_on_all`, once it
+#: kept a lease).
 _also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False

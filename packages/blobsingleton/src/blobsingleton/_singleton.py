@@ -171,7 +171,9 @@ def singleton(
     (re-enqueue, by default one `period` later), or a callable returning the result instead
     (e.g. a 409); `Busy`. `period`: the lease's length, 15-60 s. `fair` (default: True under
     wait): waiters get the key in arrival order (an instance a few turns in a row at most), for
-    one more request per invocation. `schedule`: a timer's schedule, for `{occurrence}` keys.
+    one more request per call once a line may have formed (the call waited, or came within 2 s
+    of this function's last release of the key); an uncontended call is 3 requests.
+    `schedule`: a timer's schedule, for `{occurrence}` keys.
     `storage`: where the locks live, blobs of a `StorageAccount` or of a `Storage(account,
     namespace)` or `Storage(container=..., namespace=...)` (default: AzureWebJobsStorage,
     `locks`, namespace BLOBSINGLETON_NAMESPACE else the host id). `limit`: up to this many
