@@ -186,10 +186,14 @@ class WaitingLine:
             self._entry(ticket).delete_blob()  # gone already: left
 
     def live(self) -> list[Entry]:
-        """The live entries in ticket order (1 request per 5,000 entries)."""
+        """The live entries in ticket order (1 request per 5,000 entries; none before the
+        container exists: nobody has waited for any key)."""
         entries = []
-        with unavailable_as("list line"):
-            listed, served_at = list_all(self._container, self._prefix)
+        try:
+            with lease_errors("list line", self.key):
+                listed, served_at = list_all(self._container, self._prefix)
+        except LockMissing:
+            return []
         for blob in listed:
             refreshed = epoch(blob.last_modified) or 0.0
             now = served_at if served_at is not None else refreshed
