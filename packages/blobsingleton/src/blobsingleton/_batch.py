@@ -11,9 +11,11 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _invocation as telemetry
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._busy import Admission, BusyHandling, Guard, find_message
-from blobsingleton._invocation import in_thread, invocation_scope, off_loop
+from blobsingleton._events import emit
+from blobsingleton._invocation import in_thread, invocation_scope
+from blobsingleton._off_loop import off_loop
 from blobsingleton._once_handler import OnceHandler
 from blobsingleton._records import (
     IN_BODY,
@@ -317,7 +319,7 @@ class BatchSpec:
             raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
                                                                 handler.payload))  # fmt: skip
         on_replay = handler.on_replay
-        telemetry.emit("replay", key=handler.key, function=results.function,
+        emit("replay", key=handler.key, function=results.function,
                        attempt=record.attempt)  # fmt: skip
         load = functools.partial(_read_result, store.inner, handler.key, results, on_replay)
         entry.result = ItemResult(entry.item, handler.key, "replayed", load=load)

@@ -7,27 +7,25 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-
 from blobsingleton import _connection
-from blobsingleton import _invocation as telemetry
-from blobsingleton._connection import (
-    TIME_RESOLUTION,
-    StorageAccount,
-    create_container_quietly,
-    epoch,
-    error_code,
-    unavailable_as,
-)
-from blobsingleton._invocation import Owner
+from blobsingleton._connection import TIME_RESOLUTION, StorageAccount, epoch
+from blobsingleton._events import emit_lease
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._lease import DEFAULT_PERIOD, DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._listing import list_all
+from blobsingleton._owner import Owner
+from blobsingleton._storage_errors import (
+    LockBusy,
+    LockMissing,
+    created_if_missing,
+    lease_errors,
+    unavailable_as,
+)
 from blobsingleton.errors import LeaseError, LeaseLost, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -35,33 +33,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blobsingleton")
 
-#: Error codes meaning "the lease is not (or no longer) ours".
-LOST_CODES = frozenset(
-    {
-        "LeaseIdMismatchWithLeaseOperation",
-        "LeaseNotPresentWithLeaseOperation",
-        "LeaseIsBrokenAndCannotBeRenewed",
-        "LeaseIdMismatchWithBlobOperation",
-        "LeaseLost",
-        "LeaseIdMissing",
-        "LeaseNotPresentWithBlobOperation",
-        "LeaseIsBreakingAndCannotBeAcquired",
-    }
-)
-BUSY_CODES = frozenset({"LeaseAlreadyPresent", "LeaseIsBreakingAndCannotBeAcquired"})
-MISSING_CODES = frozenset({"BlobNotFound", "ContainerNotFound"})
 #: Every call is bounded, so a hung connection cannot outlive the lease it serves (seconds).
 REQUEST_TIMEOUT = 5.0
 #: Tickets are zero-padded so that the service lists entries in ticket order.
 TICKET_DIGITS = 15
-
-
-class LockBusy(LeaseError):
-    """Internal: someone else holds the lease right now."""
-
-
-class LockMissing(LeaseError):
-    """Internal: the lock blob or its container does not exist yet (the message: its code)."""
 
 
 @dataclass(frozen=True)
@@ -84,92 +59,82 @@ def _bounded(seconds: float) -> dict[str, Any]:
     return {"timeout": max(1, int(seconds)), "connection_timeout": seconds, "read_timeout": seconds}
 
 
-@contextlib.contextmanager
-def translated(operation: str, key: str, token: int | None = None) -> Iterator[None]:
-    """Map storage errors to the lease module's exceptions, by `error_code` only (no answer, or
-    a server error after the client's retries: `StorageUnavailable`)."""
-    try:
-        with unavailable_as(operation):
-            yield
-    except HttpResponseError as error:
-        code = error_code(error)
-        if code in BUSY_CODES:
-            raise LockBusy(code) from error
-        if code in MISSING_CODES:
-            raise LockMissing(code) from error
-        if code in LOST_CODES or (operation != "acquire" and error.status_code in (409, 412)):
-            raise LeaseLost(key, token, f"{operation}: {code or error.status_code}") from error
-        raise
-
-
 class LockBlob:
     """The lock blob of one key: acquire, fence, renew, publish owner, hand over, release, read.
     Each method is one storage request on the steady-state path."""
 
-    def __init__(self, container: ContainerClient, blob_name: str, key: str) -> None:
+    def __init__(
+        self, container: ContainerClient, blob_name: str, key: str, namespace: str = ""
+    ) -> None:
         self.container = container
         self._blob = container.get_blob_client(blob_name)
         self.name = blob_name
         self.key = key
+        self.namespace = namespace
         self._options = _bounded(REQUEST_TIMEOUT)
+
+    @classmethod
+    def of(
+        cls,
+        key: str,
+        container: ContainerClient | None = None,
+        storage: StorageAccount | None = None,
+        namespace: str | None = None,
+        scope: str | None = None,
+    ) -> LockBlob:
+        """The lock blob of `key`: in `container`, else `storage`'s (default:
+        AzureWebJobsStorage) `LEASE_CONTAINER` (`locks`), under `namespace` (default:
+        BLOBSINGLETON_NAMESPACE, else the host id) and `scope` (a function's own keys)."""
+        locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
+        named = resolve_namespace(namespace)
+        return cls(locks, blob_name(prefix(named, scope), key), key, named)
 
     def acquire(self, lease_id: str, period: float) -> None:
         """Take the lease with our id, creating what is missing; `LockBusy` when held. An
         acquire of unknown outcome is released before `StorageUnavailable` is raised."""
-        for _ in range(3):
-            try:
-                with translated("acquire", self.key):
-                    self._blob.acquire_lease(int(period), lease_id=lease_id, **self._options)
-                return
-            except LockMissing as missing:
-                self._create(str(missing))
-            except StorageUnavailable:
-                with contextlib.suppress(LeaseError, StorageUnavailable):
-                    self.release(lease_id, None)
-                raise
-        raise LeaseError(f"lock blob for {self.key!r} could not be created")
+        options = self._options
 
-    def _create(self, missing: str) -> None:
-        """Create the container and/or empty page blob; losing a creation race is fine."""
-        with translated("create", self.key):
-            if missing == "ContainerNotFound":
-                create_container_quietly(self.container, **self._options)
-            try:
-                self._blob.create_page_blob(0, if_none_match="*", **self._options)
-            except HttpResponseError as error:
-                if error_code(error) not in ("BlobAlreadyExists", "LeaseIdMissing"):
-                    raise
+        def ask() -> None:
+            self._blob.acquire_lease(int(period), lease_id=lease_id, **options)
+
+        try:
+            with lease_errors("acquire", self.key):
+                created_if_missing(ask, self.container, self._blob, **options)
+        except StorageUnavailable:
+            with contextlib.suppress(LeaseError, StorageUnavailable):
+                self.release(lease_id, None)
+            raise
 
     def next_token(self, lease_id: str) -> int:
         """Increment the fencing token under our lease; the service returns the new value."""
-        with translated("fence", self.key):
+        with lease_errors("fence", self.key):
             result = self._blob.set_sequence_number("increment", lease=lease_id, **self._options)
         return int(str(result["blob_sequence_number"]))
 
     def renew(self, lease_id: str, token: int, timeout: float) -> None:
         """Renew our lease; `LeaseLost` if it is no longer ours. No client-side retries here."""
-        with translated("renew", self.key, token):
+        with lease_errors("renew", self.key, token):
             self._lease(lease_id).renew(retry_total=0, **_bounded(timeout))
 
     def publish_owner(self, lease_id: str, owner: Owner) -> None:
         """Write the owner record into the lock blob's metadata (needs our lease)."""
-        with translated("publish owner", self.key, owner.token):
+        with lease_errors("publish owner", self.key, owner.token):
             self._blob.set_blob_metadata(owner.to_metadata(), lease=lease_id, **self._options)
 
     def hand_over(self, lease_id: str, to_lease_id: str, token: int | None) -> None:
         """Change our lease to `to_lease_id`: its waiter holds the lease, nobody else can."""
-        with translated("hand over", self.key, token):
+        with lease_errors("hand over", self.key, token):
             self._lease(lease_id).change(to_lease_id, **self._options)
 
     def release(self, lease_id: str, token: int | None) -> None:
         """Give the lease back so a waiter gets it now instead of at expiry."""
-        with translated("release", self.key, token):
+        with lease_errors("release", self.key, token):
             self._lease(lease_id).release(**self._options)
 
     def read(self) -> LockState | None:
         """The lock's public state, or None when the key was never locked."""
         try:
-            with translated("read", self.key):
+            with lease_errors("read", self.key):
                 props = self._blob.get_blob_properties(**self._options)
         except LockMissing:
             return None
@@ -188,9 +153,10 @@ class LockBlob:
 
 @dataclass(frozen=True)
 class Entry:
+    """A live waiter in a key's line: its ticket, and the lease id it will hold the key with."""
+
     ticket: int
     lease_id: str
-    refreshed_at: float  # epoch seconds, the service's clock
 
 
 class WaitingLine:
@@ -216,40 +182,39 @@ class WaitingLine:
             self._entry(ticket).upload_blob(b"", overwrite=True, metadata={"lease_id": lease_id})
 
     def leave(self, ticket: int) -> None:
-        with contextlib.suppress(ResourceNotFoundError), unavailable_as("leave line"):
-            self._entry(ticket).delete_blob()
+        with contextlib.suppress(LockMissing), lease_errors("leave line", self.key):
+            self._entry(ticket).delete_blob()  # gone already: left
 
     def live(self) -> list[Entry]:
-        """The live entries in ticket order (1 request per 5,000 entries)."""
+        """The live entries in ticket order (1 request per 5,000 entries; none before the
+        container exists: nobody has waited for any key)."""
         entries = []
-        with unavailable_as("list line"):
-            listed, served_at = list_all(self._container, self._prefix)
+        try:
+            with lease_errors("list line", self.key):
+                listed, served_at = list_all(self._container, self._prefix)
+        except LockMissing:
+            return []
         for blob in listed:
             refreshed = epoch(blob.last_modified) or 0.0
             now = served_at if served_at is not None else refreshed
             if now - refreshed > self.period + TIME_RESOLUTION:
                 continue  # its waiter stopped refreshing: gone
             ticket = int(blob.name[len(self._prefix) :])
-            entries.append(Entry(ticket, blob.metadata.get("lease_id", ""), refreshed))
+            entries.append(Entry(ticket, blob.metadata.get("lease_id", "")))
         return sorted(entries, key=lambda e: e.ticket)
 
     def _entry(self, ticket: int) -> Any:
         return self._container.get_blob_client(f"{self._prefix}{ticket:0{TICKET_DIGITS}d}")
 
     def _next_ticket(self) -> int:
-        for _ in range(3):
-            try:
-                with unavailable_as("take ticket"):
-                    result = self._tickets.set_sequence_number("increment")
-                return int(result["blob_sequence_number"])
-            except HttpResponseError as error:
-                if error_code(error) not in ("BlobNotFound", "ContainerNotFound"):
-                    raise
-                if error_code(error) == "ContainerNotFound":
-                    create_container_quietly(self._container)
-                with contextlib.suppress(HttpResponseError):
-                    self._tickets.create_page_blob(0, if_none_match="*")
-        raise RuntimeError(f"ticket blob for {self.key!r} could not be created")
+        """Increment the key's ticket counter (creating it at the first waiter): the ticket."""
+        with lease_errors("take ticket", self.key):
+            result = created_if_missing(
+                lambda: self._tickets.set_sequence_number("increment"),
+                self._container,
+                self._tickets,
+            )
+        return int(result["blob_sequence_number"])
 
 
 class LeaseOptions(TypedDict, total=False):
@@ -293,10 +258,9 @@ class BlobLease(BaseLease):
         super().__init__(
             key, period=period, poll_interval=poll_interval, on_lost=on_lost, clock=clock
         )
-        locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
+        self._lock = LockBlob.of(key, container, storage, namespace, scope)
         #: Whose keys these are (default: BLOBSINGLETON_NAMESPACE, else the host id).
-        self.namespace = resolve_namespace(namespace)
-        self._lock = LockBlob(locks, blob_name(prefix(self.namespace, scope), key), key)
+        self.namespace = self._lock.namespace
         self._owner_template = owner or Owner()
         self.owner: Owner | None = None
         self._publish_at_acquire = publish_owner_at_acquire
@@ -333,7 +297,7 @@ class BlobLease(BaseLease):
         self._published = self._publish_at_acquire
         if self._publish_at_acquire:
             self._lock.publish_owner(lease_id, self.owner)
-        telemetry.emit_lease("acquire", self)
+        emit_lease("acquire", self)
         return token
 
     def _renew(self) -> None:
@@ -372,6 +336,4 @@ def read_lock(
     scope: str | None = None,
 ) -> LockState | None:
     """Who holds `key` now (if the owner record is current), its token and lease state."""
-    locks = _connection.container(container, _connection.LOCK_CONTAINER, storage)
-    named = prefix(resolve_namespace(namespace), scope)
-    return LockBlob(locks, blob_name(named, key), key).read()
+    return LockBlob.of(key, container, storage, namespace, scope).read()

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,20 +29,9 @@ from azure.core.exceptions import (
 )
 
 from blobsingleton import _connection
-from blobsingleton import _invocation as telemetry
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import pipeline_sender
-from blobsingleton._connection import (
-    TIME_RESOLUTION,
-    ServiceTime,
-    StorageAccount,
-    answered_error,
-    epoch,
-    error_code,
-    http_date,
-    refused,
-    retry_on_missing_container,
-    unavailable_as,
-)
+from blobsingleton._connection import TIME_RESOLUTION, ServiceTime, StorageAccount, epoch, http_date
 from blobsingleton._invocation import thread_target
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
@@ -56,6 +45,13 @@ from blobsingleton._records import (
     remember_seen,
     run_seconds,
 )
+from blobsingleton._storage_errors import (
+    answered_error,
+    created_if_missing,
+    error_code,
+    refused,
+)
+from blobsingleton._storage_errors import record_errors as _translated
 from blobsingleton.errors import RecordConflict
 
 if TYPE_CHECKING:
@@ -68,7 +64,6 @@ log = logging.getLogger("blobsingleton")
 READ_ATTEMPTS = 3
 #: Blob clients a record store keeps (by blob name, oldest dropped first).
 _KEPT_CLIENTS = 256
-_CONFLICT_CODES = frozenset({"BlobAlreadyExists", "ConditionNotMet", "BlobNotFound"})
 #: A look-up of this many keys at most (first looks arriving together) is the watcher's: one
 #: request with every key waiting in the process (`RecordWatch.read_many`).
 WATCHED_LOOKUP = 16
@@ -83,19 +78,6 @@ MAX_METADATA_RECORD = 4096
 #: Metadata key of such a record's JSON without its result (a batch's look-up reads its state
 #: from a listing and its result, from the body, only when asked).
 SUMMARY_METADATA = "summary"
-
-
-@contextlib.contextmanager
-def _translated(operation: str) -> Iterator[None]:
-    """Lost races become `RecordConflict`, no answer `StorageUnavailable`, by `error_code`."""
-    try:
-        with unavailable_as(operation):
-            yield
-    except HttpResponseError as error:
-        code = error_code(error)
-        if code in _CONFLICT_CODES or error.status_code in (404, 412):
-            raise RecordConflict(code or str(error.status_code)) from error
-        raise
 
 
 class BlobRecordStore(RecordStore):
@@ -214,7 +196,7 @@ class BlobRecordStore(RecordStore):
         )  # fmt: skip
         with _translated(operation):
             creates = etag is None  # a missing container is made, then the create sent again
-            answer = retry_on_missing_container(self._container, upload) if creates else upload()
+            answer = created_if_missing(upload, self._container) if creates else upload()
         return record.with_(
             etag=answer.etag,
             written_at=RecordBlob.latest(answer.last_modified),
@@ -249,7 +231,7 @@ class RecordRequests:
     without the SDK's models, with no client built per blob: about a third less client CPU per
     request than the SDK's calls (internals.md). A client that lends no pipeline gets the SDK's
     `BlobClient` calls, one per name kept. Errors come as the SDK raises them
-    (`_connection.answered_error`)."""
+    (`_storage_errors.answered_error`)."""
 
     def __init__(self, container: ContainerClient) -> None:
         self._container = container

@@ -15,17 +15,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar, overload
 
-from blobsingleton import _invocation as telemetry
 from blobsingleton import _keys, _misuse
+from blobsingleton import _telemetry as telemetry
+from blobsingleton._backends import current_backends
 from blobsingleton._connection import (
     StorageAccount,
-    current_backends,
     from_settings,
     resolve_placeholders,
 )
-from blobsingleton._invocation import Invocation, entry_point, in_thread, invocation_scope, off_loop
+from blobsingleton._entry_point import entry_point
+from blobsingleton._events import emit
+from blobsingleton._invocation import in_thread, invocation_scope
+from blobsingleton._off_loop import off_loop
 from blobsingleton._queues import QueueMessageLike, require_sdk
 from blobsingleton._queues import send_message as enqueue
+from blobsingleton._telemetry import Invocation
 
 log = logging.getLogger("blobsingleton")
 
@@ -287,7 +291,7 @@ class BusyHandling:
             raise error
         if isinstance(policy, Skip):
             log.info("%s skipped: %s", name, error)
-            telemetry.emit(
+            emit(
                 "busy_skip", key=getattr(error, "key", None), function=name,
                 duration_s=getattr(error, "waited", None),
             )  # fmt: skip
@@ -310,7 +314,7 @@ class BusyHandling:
             "deferred message %r on %s by %d s as message %s: %s",
             message.id, name, seconds, copy_id, reason,
         )  # fmt: skip
-        telemetry.emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
+        emit("defer", queue=name, message_id=copy_id, delay_s=seconds, reason=reason)
 
 
 def find_message(arguments: dict[str, object]) -> QueueMessageLike | None:

@@ -1,47 +1,29 @@
 """Where the library's blobs and deferred messages live and how it talks to the account: app
-settings, one storage account and its clients, the conventional containers, storage errors
-translated in one place, the service's clock, and the backends a test puts in place of Blob
-Storage. Low in the layering: it imports no backend (docs/internals.md)."""
+settings, one storage account and its clients, the conventional containers and the service's
+clock (its errors: `_storage_errors`). Low in the layering: it imports no backend
+(docs/internals.md)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import importlib
 import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceExistsError,
-    ResourceNotFoundError,
-)
-
-from blobsingleton import _invocation as telemetry
 from blobsingleton._azure_sdk import response_hook
-from blobsingleton.errors import (
-    CredentialsRefused,
-    InvalidConnectionString,
-    SettingMissing,
-    StorageUnavailable,
-)
+from blobsingleton._storage_errors import note_client
+from blobsingleton.errors import InvalidConnectionString, SettingMissing
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient, ContainerClient
-
-    from blobsingleton._lease import BaseLease
-    from blobsingleton._records import RecordStore
 
 T = TypeVar("T")
 
@@ -130,7 +112,7 @@ class StorageAccount:
                     client = client_cls(url, credential=self.credential, **options)
                 else:
                     raise SettingMissing(f"{self.name}__{kind}ServiceUri")
-                _owners[str(client.url)] = (self.name, _account_of(client))
+                note_client(str(client.url), self.name, _account_of(client))
                 self._cache[kind] = client
             return self._cache[kind]
 
@@ -157,11 +139,6 @@ class StorageAccount:
         return client
 
 
-#: Each service URL a client was built for here -> (its app setting, its account), so that a
-#: refusal names them.
-_owners: dict[str, tuple[str, str]] = {}
-
-
 @dataclass(frozen=True)
 class Storage:
     """Where a decorator's records (`@once`) or locks (`@singleton`) live, as one value:
@@ -185,26 +162,6 @@ class Storage:
 
 def _account_of(client: Any) -> str:
     return str(getattr(client, "account_name", None) or "unknown")
-
-
-def refused(error: BaseException) -> CredentialsRefused | None:
-    """`error` as `CredentialsRefused` naming the setting and the account when it is the
-    account refusing the credentials (HTTP 401 or 403, or no token), else None."""
-    if not isinstance(error, HttpResponseError):  # ClientAuthenticationError is one
-        return None
-    if not isinstance(error, ClientAuthenticationError) and error.status_code not in (401, 403):
-        return None
-    request = getattr(error.response, "request", None)
-    url = str(getattr(request, "url", "") or "")
-    setting, account = next(
-        (owner for base, owner in _owners.items() if url.startswith(base)), ("", "unknown")
-    )
-    code = getattr(error, "error_code", None)
-    code = str(getattr(code, "value", code) or error.status_code or type(error).__name__)
-    return CredentialsRefused(
-        setting or "unknown (a client given to the library)", account,
-        f"the account refused the credentials ({code})",
-    )  # fmt: skip
 
 
 def requests_environment() -> dict[str, Any] | None:
@@ -320,73 +277,9 @@ def container(
     return (storage or from_settings()).blob_service().get_container_client(name)
 
 
-# Storage errors, storage's clock and create-on-missing, in one place.
+# Storage's clock.
 #: HTTP dates are whole seconds: the instant may be up to this much later than the value.
 TIME_RESOLUTION = 1.0
-
-
-def error_code(error: BaseException) -> str:
-    """The service's error code of a storage error, as a plain string ("" when none)."""
-    code = getattr(error, "error_code", None)
-    return str(getattr(code, "value", code) or "")
-
-
-def is_transient(error: BaseException) -> bool:
-    """Worth retrying later: no answer, a timeout, throttling or a server error."""
-    if not isinstance(error, AzureError):
-        return False
-    if not isinstance(error, HttpResponseError):
-        return True  # a transport failure: no answer at all
-    status = error.status_code
-    return status is None or status in (408, 429) or status >= 500
-
-
-@contextlib.contextmanager
-def unavailable_as(operation: str) -> Iterator[None]:
-    """Let answered errors through; turn transient failures into `StorageUnavailable` and
-    credentials the account refuses into `CredentialsRefused` (naming setting and account)."""
-    telemetry.storage(operation)
-    try:
-        yield
-    except AzureError as error:
-        denied = refused(error)
-        if denied is not None:
-            raise denied from None
-        if is_transient(error):
-            raise StorageUnavailable(operation, error) from error
-        raise
-
-
-@contextlib.contextmanager
-def refusal_named() -> Iterator[None]:
-    """Credentials the account refuses as `CredentialsRefused`; every other error unchanged
-    (for callers whose transient failures keep the SDK's errors, as a DEFER's send)."""
-    try:
-        yield
-    except AzureError as error:
-        denied = refused(error)
-        if denied is None:
-            raise
-        raise denied from None
-
-
-def create_container_quietly(container: ContainerClient, **options: Any) -> None:
-    """Create the container; another instance creating it first is success too."""
-    with contextlib.suppress(ResourceExistsError):
-        container.create_container(**options)
-
-
-def retry_on_missing_container(
-    container: ContainerClient, call: Callable[[], T], **options: Any
-) -> T:
-    """Run `call`; if its container does not exist yet, create it and run `call` once more."""
-    try:
-        return call()
-    except HttpResponseError as error:
-        if error_code(error) != "ContainerNotFound":
-            raise
-    create_container_quietly(container, **options)
-    return call()
 
 
 _MONTHS = {
@@ -417,17 +310,6 @@ def http_date(text: str | None) -> datetime | None:
         return None
 
 
-def answered_error(response: Any, request: str) -> HttpResponseError:
-    """A storage answer of 300 or more to a request the library sent over a client's pipeline,
-    as the SDK raises it (`error_code` from `x-ms-error-code`; 404 `ResourceNotFoundError`),
-    so errors are translated in one place whichever way the request went."""
-    kind = ResourceNotFoundError if response.status_code == 404 else HttpResponseError
-    code = response.headers.get("x-ms-error-code")
-    error = kind(message=f"{request} answered {response.status_code} ({code})", response=response)
-    error.error_code = code  # type: ignore[attr-defined]  # as the SDK sets it
-    return error
-
-
 def epoch(moment: datetime | None) -> float | None:
     """A service timestamp as epoch seconds (naive datetimes are UTC, as the SDK gives them)."""
     if moment is None:
@@ -449,43 +331,3 @@ class ServiceTime:
             self.at = epoch(http_date(header))
         if self._chained is not None:
             self._chained(response)
-
-
-# Backends a test puts in place of Blob Storage: leases, record stores, DEFER's queue and the
-# clock a timer's `{occurrence}` is judged at (`blobsingleton.testing.memory_backends`); Blob
-# Storage's are built by the decorators that use them (`_singleton.lease`, `_once.record_store`,
-# `_busy.send_message`) when nothing is set.
-class Backends(Protocol):
-    """Where decorators get their leases, record stores, DEFER's queue and the time a timer's
-    `{occurrence}` is judged at (tests: in memory, on a fake clock)."""
-
-    def record_store(self, **options: Any) -> RecordStore: ...
-
-    def lease(self, key: str, **options: Any) -> BaseLease: ...
-
-    def send_message(self, queue: str, body: bytes, delay: int) -> str: ...
-
-    def now(self) -> datetime: ...
-
-
-_backends: list[Backends] = []  # the backends set: none (Blob Storage's) or one
-
-
-def set_backends(backends: Backends | None) -> Backends | None:
-    """Use `backends` from now on (None: Blob Storage again); returns the previous ones."""
-    previous = _backends[0] if _backends else None
-    _backends.clear()
-    if backends is not None:
-        _backends.append(backends)
-    return previous
-
-
-def current_backends() -> Backends | None:
-    """The backends set (None: Blob Storage's)."""
-    return _backends[0] if _backends else None
-
-
-def backends_now() -> datetime | None:
-    """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
-    clock), else None (the wall clock)."""
-    return _backends[0].now() if _backends else None

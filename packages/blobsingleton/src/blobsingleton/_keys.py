@@ -22,7 +22,8 @@ from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from blobsingleton import schedules
-from blobsingleton._connection import backends_now, resolve_placeholders, setting
+from blobsingleton._backends import backends_now
+from blobsingleton._connection import resolve_placeholders, setting
 from blobsingleton._queues import QueueMessageLike
 from blobsingleton.errors import InvalidKey, KeyTemplateError, SettingMissing
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import threading
@@ -12,9 +13,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Self
 
-from blobsingleton import _invocation as telemetry
 from blobsingleton import _shutdown as shutdown
-from blobsingleton._invocation import in_thread, off_loop, thread_target
+from blobsingleton import _telemetry as telemetry
+from blobsingleton._events import emit_lease
+from blobsingleton._invocation import in_thread, thread_target
+from blobsingleton._off_loop import off_loop
 from blobsingleton.errors import (
     LeaseError,
     LeaseLost,
@@ -280,7 +283,7 @@ class BaseLease(ABC):
                 self._declare_lost(f"renewal failed until the period ran out: {error}")
                 return None
             log.warning("lease %s renewal failed, retrying: %s", self.key, error)
-            telemetry.emit_lease("renewal_failed", self, reason=str(error))
+            emit_lease("renewal_failed", self, reason=str(error))
             return min(1.0, interval)
         except Exception as error:  # a bug or unexpected storage answer: still make it visible
             self._declare_lost(f"renewal raised {type(error).__name__}: {error}")
@@ -296,7 +299,7 @@ class BaseLease(ABC):
             self._stop_renewing.set()
         log.error("LEASE LOST: %s", self._lost_error)
         telemetry.LEASES_LOST.add(1)
-        telemetry.emit_lease("lost", self, reason=reason)
+        emit_lease("lost", self, reason=reason)
         try:
             if self.on_lost is not None:
                 self.on_lost(self._lost_error)
@@ -304,3 +307,10 @@ class BaseLease(ABC):
             log.exception("on_lost callback of lease %s failed", self.key)
         finally:
             self.lost.set()  # last, so whoever waits on it sees the loss fully handled
+
+
+#: The leases the running `@singleton` invocation holds (its guard sets them), and so the lease
+#: a `@once` inside it writes its records under.
+leases_held: contextvars.ContextVar[tuple[BaseLease, ...]] = contextvars.ContextVar(
+    "singleton_leases", default=()
+)

@@ -20,12 +20,15 @@ from urllib.parse import unquote
 from azure.core.exceptions import HttpResponseError
 
 from blobsingleton import schedules
+from blobsingleton._backends import backends_now
 from blobsingleton._blob_records import BlobRecordStore, RecordBlob, quoted_etag
-from blobsingleton._connection import backends_now, error_code, resolve_placeholders
-from blobsingleton._invocation import current_invocation_id, instance_id
+from blobsingleton._connection import resolve_placeholders
+from blobsingleton._invocation import current_invocation_id
 from blobsingleton._keys import encode_key
 from blobsingleton._listing import list_page
+from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status, plain
+from blobsingleton._storage_errors import Meaning, meaning
 from blobsingleton.errors import RecordConflict
 
 #: The field a stored result is tagged by (`_once.TAG`) and the tag of a ledger marker.
@@ -393,7 +396,7 @@ def _blob_listing(
         try:
             page = list_page(container, base + encode_key(key_prefix), PAGE)
         except HttpResponseError as error:
-            if error_code(error) == "ContainerNotFound":
+            if meaning(error) is Meaning.NO_CONTAINER:
                 return {}, True, requests  # no records yet
             raise
         complete = complete and not page.next_marker

@@ -1,5 +1,5 @@
-"""Fair waiting: `FairLease`, a `BlobLease` whose waiters get the key in arrival order, and what
-one process remembers of the lines it waits in (docs/internals.md)."""
+"""Fair waiting: `FairLease`, a `BlobLease` whose waiters get the key in arrival order, and
+`LineMemory`, what its owner remembers of the lines it waits in (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import threading
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Unpack
+from typing import ClassVar, Unpack
 
-from blobsingleton import _invocation as telemetry
 from blobsingleton import _shutdown as shutdown
+from blobsingleton import _telemetry as telemetry
 from blobsingleton._blob_lease import BlobLease, Entry, LeaseOptions, WaitingLine
 from blobsingleton._lease import paced
 from blobsingleton.errors import LeaseError, StorageUnavailable
@@ -46,6 +46,10 @@ FIRST_PER_PLACE = 0.2
 HANDOFF = 0.03
 #: A waiter seen in line this recently is handed the key without listing the line again.
 SUCCESSOR_FRESH = 0.3
+#: A release after a quiet this long lists no line unless its acquire met one: the first of a
+#: line asks at least every `MAX_LINE_POLL` (jittered up to 1.2 times), so it would have taken
+#: the key freed meanwhile. A turn after a shorter pause may have a line behind it that could not.
+QUIET = 2 * MAX_LINE_POLL
 
 
 class FairLease(BlobLease):
@@ -53,45 +57,72 @@ class FairLease(BlobLease):
     and whose release hands the lease to the first live waiter: waiters get the key in arrival
     order (what `@singleton(busy=Busy.wait())` takes). A process that asks again at once may
     take up to `leases.TURNS_IN_A_ROW` turns in a row: with waiters behind it a release keeps
-    the lease a moment for it. Every time it plans with is on `clock`."""
+    the lease a moment for it. Every time it plans with is on `clock`.
 
-    def __init__(self, key: str, **options: Unpack[LeaseOptions]) -> None:
+    `memory`: what it remembers of the key's line and the leases kept for the next turn
+    (default: the process's, shared by every `FairLease` built without one). `look_always`:
+    every release lists the line (1 request); False, only a release whose acquire met a line,
+    or that follows this memory's last release of the key within `QUIET` (what `@singleton`
+    takes: an uncontended call is acquire, token, release)."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        memory: LineMemory | None = None,
+        look_always: bool = True,
+        **options: Unpack[LeaseOptions],
+    ) -> None:
         super().__init__(key, **options)
-        self._line = WaitingLine(self._lock.container, self._lock.name, key, self.period)
+        self._memory = memory or LineMemory.of_process()
         self._memory_key = f"{getattr(self._lock.container, 'url', '')}/{self._lock.name}"
+        self._known = self._memory.known(self._memory_key)  # what it knows of this key's line
+        self._look_always = look_always
+        self._met_line = False  # this acquisition met a line (it waited, or took a kept lease)
         self._wait: LineWait | None = None  # a blocking acquire's place in line
+        self._blocking = True
         self._turns, self._turns_since = 0, 0.0  # this process's turns in a row, since when
         self._next: Entry | None = None  # the first waiter in line, as last seen
         self._next_seen_at = float("-inf")
+
+    @functools.cached_property
+    def _line(self) -> WaitingLine:
+        """The key's waiting line in storage (made when first met: an uncontended turn has none)."""
+        return WaitingLine(self._lock.container, self._lock.name, self.key, self.period)
 
     # -- acquire: wait in line, take a lease this process kept, or ask ---------------------------
     def _waits(
         self, timeout: float | None, blocking: bool, poll_interval: float | None
     ) -> Generator[float, None, None]:
-        memory = line_memory(self._memory_key)
-        wait = self._wait = LineWait(self._line, memory, self.period, blocking, self._clock)
-        return self._in_line(wait, paced(self.key, self._clock, timeout, blocking, wait.next_delay))
+        now, known = self._clock(), self._known
+        self._met_line = known.busy(now) or now - known.released_at < QUIET
+        self._wait, self._blocking = None, blocking  # a place in line once the first ask failed
+        return self._in_line(timeout, blocking)
 
-    def _in_line(
-        self, wait: LineWait, waits: Generator[float, None, None]
-    ) -> Generator[float, None, None]:
+    def _in_line(self, timeout: float | None, blocking: bool) -> Generator[float, None, None]:
+        """The waits after the first attempt, in line (run from the first wait on)."""
+        wait = self._wait or self._place_in_line()
         try:
-            yield from waits
+            yield from paced(self.key, self._clock, timeout, blocking, wait.next_delay)
         finally:
             self._leave(wait)
+
+    def _place_in_line(self) -> LineWait:
+        self._wait = LineWait(self._line, self._known, self.period, self._clock)
+        return self._wait
 
     def _try_acquire(self) -> int | None:
         wait = self._wait
         if wait is not None and wait.ticket is not None:  # in line: ask when the plan says so
+            self._met_line = True
             return self._first_turn(wait.lease_id) if wait.asks() else None
-        memory = line_memory(self._memory_key)
-        if self._clock() - memory.released_at < KEEP_FOR:
-            memory.asks_again = True  # it would have taken a kept lease: keep again
+        if self._clock() - self._known.released_at < KEEP_FOR:
+            self._known.asks_again = True  # it would have taken a kept lease: keep again
         token = self._take_kept()
         if token is not None:
             return token
-        if wait is not None and wait.joins_at_once():
-            wait.join()  # this process just handed the key on: an attempt could only fail
+        if self._blocking and self._known.busy(self._clock()):
+            self._place_in_line().join()  # this process just handed the key on: an ask would fail
             return None
         return self._first_turn(str(uuid.uuid4()))
 
@@ -104,9 +135,10 @@ class FairLease(BlobLease):
 
     def _take_kept(self) -> int | None:
         """Take the lease this process keeps for this key, if any: 1 request (the token)."""
-        kept = take(self._memory_key, self._clock(), self.period)
+        kept = self._memory.take_kept(self._memory_key, self._clock(), self.period)
         if kept is None:
             return None
+        self._met_line = True  # kept only with a waiter behind it
         try:
             token = self._lock.next_token(kept.lease_id)
         except LeaseError as error:  # expired or taken meanwhile: ask as anyone would
@@ -114,7 +146,7 @@ class FairLease(BlobLease):
             return None
         except StorageUnavailable as error:  # may still be ours: hand it on, then ask
             log.warning("lease %s: kept lease not taken: %s", self.key, error)
-            hand_on(kept)
+            _hand_on_kept(kept)
             return None
         self._confirmed_at = min(self._confirmed_at, kept.confirmed_at)  # renewed back then
         self._turns, self._turns_since = kept.turns + 1, kept.turns_since
@@ -142,10 +174,13 @@ class FairLease(BlobLease):
     # -- release: keep the lease for this process's next turn, or hand it on --------------------
     def _release(self) -> None:
         token = self._released_token()
+        if not (self._look_always or self._met_line):  # no line met: acquire, token, release
+            self._hand_on(self._lease_id, token, None, turns_since=self._turns_since)
+            return
         if self._may_keep():
             successor = self._successor()
             if successor is not None:
-                self._keep(successor, token)
+                self._keep_for_next_turn(successor, token)
                 return
         self._hand_on(self._lease_id, token, self._successor(), turns_since=self._turns_since)
 
@@ -155,7 +190,7 @@ class FairLease(BlobLease):
             self._turns < TURNS
             and now - self._turns_since < TURNS_WITHIN
             and now - self._confirmed_at < self.period / 3 - 1.0
-            and line_memory(self._memory_key).asks_again
+            and self._known.asks_again
         )
 
     def _successor(self) -> Entry | None:
@@ -175,22 +210,23 @@ class FairLease(BlobLease):
     ) -> None:
         """Change the lease to `successor`'s lease id (it holds the key now), or release it;
         `turns_since`: when this process's turns in a row began (None: it was only waiting)."""
-        memory = line_memory(self._memory_key)
-        memory.released_at = self._clock()
+        self._known.released_at = self._clock()
         if successor is None:
             self._lock.release(lease_id, token)
             return
         self._lock.hand_over(lease_id, successor.lease_id, token)
         now = self._clock()
-        memory.handed(successor.ticket, now, None if turns_since is None else now - turns_since)
+        self._known.handed(
+            successor.ticket, now, None if turns_since is None else now - turns_since
+        )
         log.debug("lease %s (token %s) handed to ticket %d", self.key, token, successor.ticket)
 
-    def _keep(self, successor: Entry, token: int | None) -> None:
+    def _keep_for_next_turn(self, successor: Entry, token: int | None) -> None:
         lease_id, turns_since = self._lease_id, self._turns_since
         hand_on = functools.partial(self._hand_on, lease_id, token, successor, turns_since)
         kept = Kept(lease_id, self._confirmed_at, self._turns, turns_since, hand_on)
         kept.successor, kept.successor_seen_at = successor, self._next_seen_at
-        keep(self._memory_key, kept)
+        self._memory.keep_for_next_turn(self._memory_key, kept)
 
     def waiters(self) -> int:
         """How many live waiters stand in this key's line: 1 request."""
@@ -203,12 +239,11 @@ class LineWait:
     def __init__(
         self,
         line: WaitingLine,
-        memory: LineMemory,
+        memory: KnownLine,
         period: float,
-        blocking: bool,
         clock: Callable[[], float],
     ) -> None:
-        self.line, self.memory, self.period, self.blocking = line, memory, period, blocking
+        self.line, self.memory, self.period = line, memory, period
         self.clock = clock  # the lease's: every time below is on it
         self.ticket: int | None = None  # our place in line, once joined
         self.lease_id = ""  # the lease id we stand in line with
@@ -220,10 +255,6 @@ class LineWait:
         self._overdue_from = 0.0  # on `clock`: the next in line backs off past this
         self._probe_next = True  # the next wake asks for the lease (else it lists the line)
         self._look_due = False
-
-    def joins_at_once(self) -> bool:
-        """This process just handed the key on: an attempt could only fail, so join."""
-        return self.blocking and self.memory.busy(self.clock())
 
     def asks(self) -> bool:
         """Whether this wake asks for the lease; if it does not get it, the next looks."""
@@ -304,8 +335,8 @@ class LineWait:
 
 
 @dataclass
-class LineMemory:
-    """This process's knowledge of one key's line (docs/internals.md)."""
+class KnownLine:
+    """What a `LineMemory` knows of one key's line (docs/internals.md)."""
 
     handed_at: float = float("-inf")  # times on the clock of the process's leases
     handed_ticket: int | None = None
@@ -353,59 +384,92 @@ class Kept:
     successor_seen_at: float = float("-inf")
 
 
-_memory: dict[str, LineMemory] = {}
-_kept: dict[str, Kept] = {}
-_lock = threading.Lock()
-_exit_hooks_in = False  # whether this process's exit hands kept leases on
+class LineMemory:
+    """What one owner remembers of the lines of the keys it takes: per key, how its line moves
+    (`KnownLine`), and the leases its holders keep for their next turn, each handed on by a
+    timer unless taken. A `@singleton` function owns one; `FairLease`s built without one share
+    the process's (`LineMemory.of_process()`). The exit hook that hands kept leases on is
+    registered when it first keeps one, not before."""
+
+    _process: ClassVar[LineMemory | None] = None
+
+    def __init__(self) -> None:
+        self._known: dict[str, KnownLine] = {}
+        self._kept: dict[str, Kept] = {}
+        self._lock = threading.Lock()
+        self._hooked = False  # whether this process's exit hands this memory's kept leases on
+
+    @classmethod
+    def of_process(cls) -> LineMemory:
+        """The memory of `FairLease`s built without one (one per process, made at first use)."""
+        if cls._process is None:
+            cls._process = cls()
+        return cls._process
+
+    def known(self, lock_url: str) -> KnownLine:
+        """What this memory knows of the line of the lock blob at `lock_url`."""
+        with self._lock:
+            return self._known.setdefault(lock_url, KnownLine())
+
+    def keep_for_next_turn(self, lock_url: str, kept: Kept) -> None:
+        """Keep `kept` for `KEEP_FOR` seconds; then its timer hands it on unless taken."""
+        self._hand_on_at_exit()
+        timer = threading.Timer(KEEP_FOR, self._expire, args=(lock_url, kept))
+        timer.daemon = True
+        kept.timer = timer
+        with self._lock:
+            previous = self._kept.pop(lock_url, None)
+            self._kept[lock_url] = kept
+        if previous is not None:  # cannot happen while one lease object per key is held at once
+            _hand_on_kept(previous)
+        timer.start()
+
+    def take_kept(self, lock_url: str, now: float, period: float) -> Kept | None:
+        """The lease kept for `lock_url`, if still young enough to reuse."""
+        with self._lock:
+            kept = self._kept.pop(lock_url, None)
+        if kept is None:
+            return None
+        if kept.timer is not None:
+            kept.timer.cancel()
+        self.known(lock_url).asks_again = True
+        if now - kept.confirmed_at > period / 3:
+            _hand_on_kept(kept)  # unrenewed for too long to be trusted with a new turn
+            return None
+        return kept
+
+    def _expire(self, lock_url: str, kept: Kept) -> None:
+        with self._lock:
+            if self._kept.get(lock_url) is not kept:
+                return  # taken for another turn meanwhile
+            del self._kept[lock_url]
+            known = self._known.get(lock_url)
+        if known is not None:
+            known.asks_again = False  # keep no more until this process takes a turn in a row
+        _hand_on_kept(kept)
+
+    def hand_on_all(self) -> int:
+        """Hand every kept lease on now (shutdown); returns how many there were."""
+        with self._lock:
+            kept = list(self._kept.values())
+            self._kept.clear()
+        for item in kept:
+            if item.timer is not None:
+                item.timer.cancel()
+            _hand_on_kept(item)
+        return len(kept)
+
+    def _hand_on_at_exit(self) -> None:
+        """At the first lease kept here: the process's exit hands kept leases on too (the exit
+        hooks `_shutdown` registers at the first lease held run what `also_release` collects)."""
+        with self._lock:
+            if self._hooked:
+                return
+            self._hooked = True
+        shutdown.also_release(self.hand_on_all)
 
 
-def line_memory(lock_url: str) -> LineMemory:
-    """What this process knows of the line of the lock blob at `lock_url`."""
-    with _lock:
-        return _memory.setdefault(lock_url, LineMemory())
-
-
-def keep(lock_url: str, kept: Kept) -> None:
-    """Keep `kept` for `KEEP_FOR` seconds; then its timer hands it on unless taken."""
-    _hand_on_at_exit()
-    timer = threading.Timer(KEEP_FOR, _expire, args=(lock_url, kept))
-    timer.daemon = True
-    kept.timer = timer
-    with _lock:
-        previous = _kept.pop(lock_url, None)
-        _kept[lock_url] = kept
-    if previous is not None:  # cannot happen while one lease object per key is held at once
-        hand_on(previous)
-    timer.start()
-
-
-def take(lock_url: str, now: float, period: float) -> Kept | None:
-    """The lease this process keeps for `lock_url`, if still young enough to reuse."""
-    with _lock:
-        kept = _kept.pop(lock_url, None)
-    if kept is None:
-        return None
-    if kept.timer is not None:
-        kept.timer.cancel()
-    line_memory(lock_url).asks_again = True
-    if now - kept.confirmed_at > period / 3:
-        hand_on(kept)  # unrenewed for too long to be trusted with a new turn
-        return None
-    return kept
-
-
-def _expire(lock_url: str, kept: Kept) -> None:
-    with _lock:
-        if _kept.get(lock_url) is not kept:
-            return  # taken for another turn meanwhile
-        del _kept[lock_url]
-        memory = _memory.get(lock_url)
-    if memory is not None:
-        memory.asks_again = False  # keep no more until this process takes a turn in a row
-    hand_on(kept)
-
-
-def hand_on(kept: Kept) -> None:
+def _hand_on_kept(kept: Kept) -> None:
     """Give a kept lease to the next waiter now (or free it); failures are logged."""
     try:
         kept.hand_on()
@@ -413,26 +477,3 @@ def hand_on(kept: Kept) -> None:
         log.warning("kept lease could not be handed on: %s", error)
     except Exception:
         log.exception("kept lease could not be handed on")
-
-
-def hand_on_all() -> int:
-    """Hand every kept lease on now (shutdown); returns how many there were."""
-    with _lock:
-        kept = list(_kept.values())
-        _kept.clear()
-    for item in kept:
-        if item.timer is not None:
-            item.timer.cancel()
-        hand_on(item)
-    return len(kept)
-
-
-def _hand_on_at_exit() -> None:
-    """At the first lease kept in this process: its exit hands kept leases on too (the exit
-    hooks `_shutdown` registers at the first lease held run what `also_release` collects)."""
-    global _exit_hooks_in
-    with _lock:
-        if _exit_hooks_in:
-            return
-        _exit_hooks_in = True
-    shutdown.also_release(hand_on_all)

@@ -11,7 +11,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from blobsingleton._azure_sdk import pipeline_sender
-from blobsingleton._connection import ServiceTime, answered_error, epoch, http_date
+from blobsingleton._connection import ServiceTime, epoch, http_date
+from blobsingleton._storage_errors import answered_error
 
 
 @dataclass(frozen=True, slots=True)

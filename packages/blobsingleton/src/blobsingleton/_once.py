@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any, Literal, Protocol, overload
 
 from blobsingleton import _batch, _misuse
+from blobsingleton._backends import current_backends
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._busy import (
     Answer,
@@ -35,7 +36,6 @@ from blobsingleton._connection import (
     Storage,
     StorageAccount,
     container,
-    current_backends,
     from_settings,
     setting,
 )

@@ -22,17 +22,15 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from blobsingleton._busy import RUN, Admission, Guard
-from blobsingleton._invocation import (
-    TAKEOVERS,
-    emit,
-    first_beats,
-    instance_id,
-    leases_held,
-    off_loop,
-    thread_target,
-)
+from blobsingleton._events import emit
+from blobsingleton._heartbeats import first_beats
+from blobsingleton._invocation import thread_target
 from blobsingleton._keys import validate_key
+from blobsingleton._lease import leases_held
+from blobsingleton._off_loop import off_loop
+from blobsingleton._owner import instance_id
 from blobsingleton._records import Record, RecordStore, Status, differing_fields, fast, watches
+from blobsingleton._telemetry import TAKEOVERS
 from blobsingleton.errors import (
     AlreadyInProgress,
     LeaseNotHeld,

@@ -10,7 +10,8 @@ from typing import Protocol, runtime_checkable
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
-from blobsingleton._connection import StorageAccount, refusal_named
+from blobsingleton._connection import StorageAccount
+from blobsingleton._storage_errors import refusal_named
 
 
 @runtime_checkable

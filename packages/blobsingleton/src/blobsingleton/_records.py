@@ -16,7 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from blobsingleton._invocation import instance_id
+from blobsingleton._owner import instance_id
 from blobsingleton.errors import RecordConflict
 
 

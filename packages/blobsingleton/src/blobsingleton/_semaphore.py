@@ -10,10 +10,9 @@ import uuid
 from collections.abc import Callable, Generator
 from typing import Unpack
 
-from azure.core.exceptions import ResourceNotFoundError
-
-from blobsingleton._blob_lease import BlobLease, LeaseOptions, LockBlob, LockBusy, WaitingLine
+from blobsingleton._blob_lease import BlobLease, LeaseOptions, LockBlob, WaitingLine
 from blobsingleton._lease import check_limit, paced, slot_name
+from blobsingleton._storage_errors import LockBusy
 from blobsingleton.errors import LeaseError, StorageUnavailable
 
 log = logging.getLogger("blobsingleton")
@@ -40,10 +39,7 @@ class _SlotWait:
 
     def may_ask(self) -> bool:
         """Whether this attempt may ask for a slot (1 request: the line's listing)."""
-        try:
-            live = self.line.live()
-        except ResourceNotFoundError:  # no container yet: nobody has waited for any key
-            live = []
+        live = self.line.live()
         if self.ticket is None:
             return not live
         return sum(1 for entry in live if entry.ticket < self.ticket) < self.limit

@@ -14,22 +14,29 @@ import threading
 import weakref
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from blobsingleton._lease import BaseLease
+from typing import Any, Protocol
 
 log = logging.getLogger("blobsingleton")
 
-_held: weakref.WeakSet[BaseLease] = weakref.WeakSet()
-#: What else gives leases back at shutdown (`_line.hand_on_all`, once a lease was kept).
+
+class Releasable(Protocol):
+    """What is given back at shutdown: a held lease (`_lease.BaseLease`)."""
+
+    key: str
+
+    def release(self) -> None: ...
+
+
+_held: weakref.WeakSet[Releasable] = weakref.WeakSet()
+#: What else gives leases back at shutdown (a `_line.LineMemory`'s `hand_on_all`, once it
+#: kept a lease).
 _also: list[Callable[[], int]] = []
 _lock = threading.Lock()
 _installed = False
 _hooked = False
 
 
-def remember(lease: BaseLease) -> None:
+def remember(lease: Releasable) -> None:
     """`lease` is held: released at exit unless `forget` comes first."""
     with _lock:
         _held.add(lease)
@@ -50,12 +57,12 @@ def _hook_exit() -> None:
     multiprocessing.util.Finalize(None, _release_also, exitpriority=100)
 
 
-def forget(lease: BaseLease) -> None:
+def forget(lease: Releasable) -> None:
     with _lock:
         _held.discard(lease)
 
 
-def held() -> list[BaseLease]:
+def held() -> list[Releasable]:
     with _lock:
         return list(_held)
 

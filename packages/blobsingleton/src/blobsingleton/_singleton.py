@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from blobsingleton import _misuse
+from blobsingleton._backends import current_backends
 from blobsingleton._blob_lease import BlobLease
 from blobsingleton._busy import (
     RUN,
@@ -26,31 +27,26 @@ from blobsingleton._busy import (
     Wait,
     guarded,
 )
-from blobsingleton._connection import Storage, StorageAccount, current_backends
-from blobsingleton._invocation import Owner, current_invocation_id, leases_held, off_loop
+from blobsingleton._connection import Storage, StorageAccount
+from blobsingleton._invocation import current_invocation_id
 from blobsingleton._keys import Scope, encode_key, function_scope, resolve_key
-from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit
-from blobsingleton._line import FairLease
+from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, leases_held
+from blobsingleton._line import FairLease, LineMemory
+from blobsingleton._off_loop import off_loop
+from blobsingleton._owner import Owner
 from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton.errors import LeaseLost, LeaseTimeout, OutsideGuardedCall
 
 log = logging.getLogger("blobsingleton")
-
-_current = leases_held
 
 
 #: The attribute a `@singleton` wrapper carries (copied by outer wrappers' `functools.wraps`).
 MARK = "__blobsingleton_singleton__"
 
 
-def held() -> tuple[BaseLease, ...]:
-    """The leases the running `@singleton` invocation holds (none outside one)."""
-    return _current.get()
-
-
 def current_lease(key: str | None = None) -> BaseLease:
     """The lease the running `@singleton` invocation holds; with several, the one of `key`."""
-    leases = _current.get()
+    leases = leases_held.get()
     if not leases:
         raise OutsideGuardedCall("current_lease()", "@singleton")
     if key is None:
@@ -70,7 +66,7 @@ class _LeaseGuard(Guard):
         self.leases = leases
         self.function = function
         self.wait_timeout = wait_timeout
-        self._held: list[BaseLease] = []
+        self._taken: list[BaseLease] = []
 
     def enter(self, wait: bool) -> Admission:
         deadline = time.monotonic() + self.wait_timeout
@@ -78,12 +74,12 @@ class _LeaseGuard(Guard):
             try:
                 lease.acquire(**self._args(wait, deadline))
             except LeaseTimeout as error:
-                self._release_held()
+                self._release_taken()
                 return Admission(run=False, busy=error)
             except BaseException:
-                self._release_held()
+                self._release_taken()
                 raise
-            self._held.append(lease)
+            self._taken.append(lease)
         return RUN
 
     async def enter_async(self, wait: bool) -> Admission:
@@ -92,12 +88,12 @@ class _LeaseGuard(Guard):
             try:
                 await lease.acquire_async(**self._args(wait, deadline))
             except LeaseTimeout as error:
-                await off_loop(self._release_held)
+                await off_loop(self._release_taken)
                 return Admission(run=False, busy=error)
             except BaseException:
-                await off_loop(self._release_held)
+                await off_loop(self._release_taken)
                 raise
-            self._held.append(lease)
+            self._taken.append(lease)
         return RUN
 
     def _args(self, wait: bool, deadline: float) -> dict[str, Any]:
@@ -105,22 +101,22 @@ class _LeaseGuard(Guard):
             return {"blocking": False}
         return {"timeout": max(0.0, deadline - time.monotonic())}
 
-    def _release_held(self) -> None:
-        while self._held:
-            self._held.pop().release()
+    def _release_taken(self) -> None:
+        while self._taken:
+            self._taken.pop().release()
 
     def describe(self) -> dict[str, Any]:
-        tokens = [lease.token for lease in self._held]
+        tokens = [lease.token for lease in self._taken]
         key = ",".join(lease.key for lease in self.leases)
         return {"key": key, "token": tokens[0] if len(tokens) == 1 else None}
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        token = _current.set(tuple(self.leases))
+        token = leases_held.set(tuple(self.leases))
         try:
             yield
         finally:
-            _current.reset(token)
+            leases_held.reset(token)
 
     def settle(self, result: Any, failed: bool) -> None:
         """A lease lost mid-run is raised after the body, so the host sees the overlap."""
@@ -136,7 +132,7 @@ class _LeaseGuard(Guard):
                     )
                     raise
         finally:
-            self._release_held()
+            self._release_taken()
 
 
 #: Where `@singleton` keeps its locks: blobs of an account (`StorageAccount`, or a `Storage`
@@ -177,7 +173,9 @@ def singleton(
     (re-enqueue, by default one `period` later), or a callable returning the result instead
     (e.g. a 409); `Busy`. `period`: the lease's length, 15-60 s. `fair` (default: True under
     wait): waiters get the key in arrival order (an instance a few turns in a row at most), for
-    one more request per invocation. `schedule`: a timer's schedule, for `{occurrence}` keys.
+    one more request per call once a line may have formed (the call waited, or came within 2 s
+    of this function's last release of the key); an uncontended call is 3 requests.
+    `schedule`: a timer's schedule, for `{occurrence}` keys.
     `storage`: where the locks live, blobs of a `StorageAccount` or of a `Storage(account,
     namespace)` or `Storage(container=..., namespace=...)` (default: AzureWebJobsStorage,
     `locks`, namespace BLOBSINGLETON_NAMESPACE else the host id). `limit`: up to this many
@@ -210,8 +208,9 @@ def singleton(
                 "one, @singleton(['a-{x}', 'b-{y}']), which takes them in one order"
             )
         signature = inspect.signature(fn)
+        memory = LineMemory() if in_line else None  # this function's memory of its keys' lines
         scope_id = function_scope(fn) if scope == "function" else None
-        where = dict(
+        where: dict[str, Any] = dict(
             container=place.container, storage=place.account, namespace=place.namespace,
             scope=scope_id,
         )  # fmt: skip
@@ -219,10 +218,11 @@ def singleton(
         def make_guard(*args: Any, **kwargs: Any) -> _LeaseGuard:
             keys = {resolve_key(t, signature, args, kwargs, schedule=schedule) for t in templates}
             owner = Owner(function=fn.__name__, invocation_id=_invocation_id(kwargs))
+            options: dict[str, Any] = dict(
+                limit=limit, period=period, owner=owner, fair=in_line, memory=memory
+            )
             leases = [
-                default_lease(
-                    resolved, limit=limit, period=period, owner=owner, fair=in_line, **where
-                )
+                default_lease(resolved, **options, **where)
                 for resolved in sorted(keys, key=encode_key)
             ]
             return _LeaseGuard(leases, wait_timeout, fn.__name__)
@@ -242,16 +242,21 @@ def _invocation_id(kwargs: dict[str, Any]) -> str:
 
 
 def default_lease(
-    key: str, *, limit: int = 1, fair: bool = False, **options: Any
+    key: str,
+    *,
+    limit: int = 1,
+    fair: bool = False,
+    memory: LineMemory | None = None,
+    **options: Any,
 ) -> BaseLease | BlobLease:
     """The lease a `@singleton` takes: the backends' a test set, else `BlobLease(key,
-    **options)`, `FairLease` if `fair`, or with `limit` above 1 a `LeaseSemaphore` of that many
-    holders."""
+    **options)`, a `FairLease` remembering its line in `memory` if `fair` (it lists the line
+    only once it met one), or with `limit` above 1 a `LeaseSemaphore` of that many holders."""
     backends = current_backends()
     if backends is not None:
         return backends.lease(key, limit=limit, fair=fair, **options)
     if limit > 1:
         return LeaseSemaphore(key, limit, fair=fair, **options)
     if fair:
-        return FairLease(key, **options)
+        return FairLease(key, memory=memory, look_always=False, **options)
     return BlobLease(key, **options)

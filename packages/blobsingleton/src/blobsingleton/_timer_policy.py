@@ -24,11 +24,13 @@ from typing import Any, ClassVar, Literal
 from opentelemetry import metrics
 
 from blobsingleton import _ledger, schedules
-from blobsingleton._connection import current_backends, resolve_placeholders
-from blobsingleton._invocation import emit, off_loop
+from blobsingleton._backends import current_backends
+from blobsingleton._connection import resolve_placeholders
+from blobsingleton._events import emit
 from blobsingleton._keys import TIMER, function_scope, trigger_of
 from blobsingleton._lease import BaseLease
 from blobsingleton._ledger import Keys, Ledger, Outcome
+from blobsingleton._off_loop import off_loop
 from blobsingleton._records import RecordStore
 from blobsingleton._singleton import default_lease
 from blobsingleton.errors import LeaseTimeout, OccurrenceRefused, SettingMissing

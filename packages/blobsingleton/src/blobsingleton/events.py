@@ -6,6 +6,6 @@
 Every record goes to the `blobsingleton.events` logger with ids, tokens and durations as
 `extra` dimensions and as `key=value` pairs in the message (see the library's page)."""
 
-from blobsingleton._invocation import KINDS, emit
+from blobsingleton._events import KINDS, emit
 
 __all__ = ["KINDS", "emit"]

@@ -11,10 +11,10 @@ holds when it stops. `DEFAULT_POLL_INTERVAL`: the mean seconds between a plain b
 acquire's attempts (each jittered 0.5 to 1.5 times it)."""
 
 from blobsingleton._blob_lease import LockState, read_lock
-from blobsingleton._invocation import Owner, instance_id
 from blobsingleton._lease import DEFAULT_POLL_INTERVAL, BaseLease
 from blobsingleton._line import TURNS as TURNS_IN_A_ROW
 from blobsingleton._line import FairLease
+from blobsingleton._owner import Owner, instance_id
 from blobsingleton._semaphore import LeaseSemaphore
 from blobsingleton._shutdown import install_signal_handlers, release_all
 

@@ -33,18 +33,15 @@ from azure.core.exceptions import HttpResponseError
 from blobsingleton import _connection
 from blobsingleton._blob_lease import WaitingLine
 from blobsingleton._blob_records import BlobRecordStore
-from blobsingleton._connection import (
-    StorageAccount,
-    error_code,
-    retry_on_missing_container,
-    unavailable_as,
-)
-from blobsingleton._invocation import Owner, emit
+from blobsingleton._connection import StorageAccount
+from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
+from blobsingleton._owner import Owner
 from blobsingleton._records import Record, Status
+from blobsingleton._storage_errors import created_if_missing, error_code, unavailable_as
 from blobsingleton.errors import (
     InvalidKey,
     InvalidRequest,
@@ -258,8 +255,8 @@ def _audit(storage: StorageAccount | None, action: str, entry: dict[str, Any]) -
     now = datetime.now(UTC)
     name = f"{now:%Y/%m/%d}/{now:%H%M%S.%f}-{action}-{uuid.uuid4().hex[:8]}.json"
     body = json.dumps({"action": action, "at": now.isoformat(), **entry}, default=str).encode()
-    retry_on_missing_container(
-        audit, lambda: audit.get_blob_client(name).upload_blob(body, overwrite=False)
+    created_if_missing(
+        lambda: audit.get_blob_client(name).upload_blob(body, overwrite=False), audit
     )
     return name
 

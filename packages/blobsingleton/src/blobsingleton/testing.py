@@ -10,7 +10,7 @@
         assert sent == ["e1"]
         assert memory.records_of(notify).get("email-e1").status == Status.COMPLETED
 
-Inside `memory_backends()`, every `@once` without its own `store=` keeps its records in
+Inside `memory_backends()`, every `@once` without its own `storage=` keeps its records in
 `memory.records_of(fn)` (`memory.records` for `scope="app"`), every `@singleton` takes its
 leases from `memory.locks`, a `Busy.DEFER` puts its copy in `memory.deferred` (one
 `DeferredMessage(queue, body, delay)` each, nothing sent), and a timer's `{occurrence}` is
@@ -23,7 +23,7 @@ fencing token incremented per acquisition.
 `queue_message`, `timer_request` and `http_request` build the trigger arguments as the worker
 does (with `azure.functions`' own converters, from the data and metadata the host sends).
 
-The pieces work alone too: `@once(store=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
+The pieces work alone too: `@once(storage=MemoryRecordStore())`, `MemoryLease` (a `BaseLease` on
 `MemoryLocks`). `RequestCounter` counts what your code sends to real storage: pass it as the
 `raw_request_hook` client option (`blobsingleton.config.set_client_options`).
 """
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from blobsingleton import _connection
+from blobsingleton import _backends
 from blobsingleton._keys import function_scope
 from blobsingleton._lease import DEFAULT_PERIOD, BaseLease, check_limit, slot_name
 from blobsingleton._records import Record, RecordStore, Status
@@ -351,11 +351,11 @@ def _user_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 def memory_backends(clock: FakeClock | None = None) -> Iterator[MemoryBackends]:
     """Run `@once` and `@singleton` on in-memory backends inside the block (see the module)."""
     backends = MemoryBackends(clock or FakeClock())
-    previous = _connection.set_backends(backends)
+    previous = _backends.set_backends(backends)
     try:
         yield backends
     finally:
-        _connection.set_backends(previous)
+        _backends.set_backends(previous)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from blobsingleton._invocation import emit
+from blobsingleton._events import emit
 from blobsingleton._ledger import ISO, Entry, Ledger, Outcome
 from blobsingleton._timer_policy import (
     LATE,

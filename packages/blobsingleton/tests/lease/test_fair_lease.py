@@ -13,9 +13,9 @@ from azure.storage.blob import BlobLeaseClient
 from blobsingleton import LeaseTimeout
 from blobsingleton import _line as lines
 from blobsingleton._blob_lease import WaitingLine
-from blobsingleton.leases import FairLease
+from blobsingleton.leases import FairLease, read_lock
 from blobsingleton.testing import FakeClock
-from libsupport import blob_service
+from libsupport import blob_service, request_counter
 
 
 def test_turns_in_a_row_are_counted_on_the_leases_clock(
@@ -54,9 +54,39 @@ def test_nothing_of_the_line_is_registered_when_the_library_is_imported(
     code = (
         "import blobsingleton, blobsingleton.leases\n"
         "from blobsingleton import _line, _shutdown\n"
-        "print(_line.hand_on_all in _shutdown._also)\n"
+        "print(_line.LineMemory._process is None and not _shutdown._also)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], env=subprocess_env, capture_output=True, text=True, check=True
     )
-    assert result.stdout.strip() == "False"
+    assert result.stdout.strip() == "True"
+
+
+def test_a_holder_that_met_no_line_releases_at_once_and_a_turn_right_after_hands_on(
+    storage_env: str,
+) -> None:
+    """What `@singleton` takes (`look_always=False`): an acquisition that met no line releases
+    without listing it; the same memory's next turn within `QUIET` may have a line behind it
+    that could not take the key in between, so its release lists the line and hands on."""
+    clock = FakeClock()
+    memory = lines.LineMemory()
+    key = f"quiet-{uuid.uuid4().hex[:8]}"
+    holder = FairLease(key, clock=clock, memory=memory, look_always=False).acquire(blocking=False)
+    locks = blob_service().get_container_client(os.environ["LEASE_CONTAINER"])
+    waiter_id = str(uuid.uuid4())
+    WaitingLine(locks, holder.name, key, holder.period).join(waiter_id)  # joined while held
+    request_counter.reset()
+    holder.release()
+    assert request_counter.total() == 1  # Release Lease, no listing: the key is free
+    state = read_lock(key)
+    assert state is not None and state.lease_state == "available"
+
+    again = FairLease(key, clock=clock, memory=memory, look_always=False)
+    again.acquire(blocking=False)  # a turn right after: its release looks for a line
+    clock.advance(lines.TURNS_WITHIN)  # past the turns in a row: nothing kept for itself
+    again.release()  # hands the key to the waiter that joined behind the first holder
+    with pytest.raises(LeaseTimeout):
+        FairLease(key, clock=clock, memory=lines.LineMemory()).acquire(blocking=False)
+    handed = BlobLeaseClient(locks.get_blob_client(holder.name), lease_id=waiter_id)
+    handed.renew()  # the waiter's id holds the key
+    handed.release()

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 from blobsingleton import LeaseLost, LeaseTimeout
-from blobsingleton._invocation import off_loop
 from blobsingleton._lease import CLOCK_MARGIN
+from blobsingleton._off_loop import off_loop
 from blobsingleton.testing import FakeClock, MemoryLocks
 from libsupport import SteppedLease
 

@@ -108,7 +108,7 @@ def test_a_key_that_is_not_base64_is_refused_before_any_request(
 def test_an_identity_without_a_token_is_refused_not_unavailable() -> None:
     """A credential that cannot get a token raises ClientAuthenticationError, with no response
     (no status): refused, not StorageUnavailable (which a caller would retry)."""
-    from blobsingleton._connection import unavailable_as
+    from blobsingleton._storage_errors import unavailable_as
 
     with pytest.raises(CredentialsRefused) as refused, unavailable_as("acquire"):
         raise ClientAuthenticationError("ManagedIdentityCredential: no identity endpoint")

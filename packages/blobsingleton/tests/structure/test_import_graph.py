@@ -1,10 +1,11 @@
-"""The library's modules import each other without a circle (issue 40, item 5).
+"""The library's modules import each other without a circle (issue 40, item 5; issue 47).
 
-The graph is read from the source with `ast`, as the interpreter runs it: every import of a
-library module counts, at module level or deferred into a function (a deferred import that
-only dodges a circle is still a circle), except under `if TYPE_CHECKING:` (never run). A
-package's own `__init__` running before its submodules is not an edge: it is how every package
-loads, and `from blobsingleton import _keys` needs nothing of `__init__` but the submodule.
+The graph is read from the source with `ast`: every import of a library module counts, at
+module level, deferred into a function, or under `if TYPE_CHECKING:` (an import that only
+dodges a circle, by deferring it or by leaving it to the type checker, is still a circle: the
+two modules still need each other to be understood). A package's own `__init__` running before
+its submodules is not an edge: it is how every package loads, and `from blobsingleton import
+_keys` needs nothing of `__init__` but the submodule.
 """
 
 from __future__ import annotations
@@ -31,16 +32,11 @@ def module_names(root: Path) -> dict[str, Path]:
     return found
 
 
-def _runs(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements of `tree` that can run: all but those under `if TYPE_CHECKING:`."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for branch in node.orelse:
-                yield from _runs(ast.Module(body=[branch], type_ignores=[]))
-            continue
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of `tree`, `if TYPE_CHECKING:` ones included."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _runs(node)
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
@@ -49,7 +45,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in _runs(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -97,8 +93,19 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+#: Edges of modules another helper is restructuring in this round (issue 47a: `_once` <->
+#: `_once_handler` / `_batch` through `Results`, under TYPE_CHECKING). They leave with 47a's
+#: change; nothing else may be added here.
+PENDING_ISSUE_47A = {
+    ("blobsingleton._once_handler", "blobsingleton._once"),
+    ("blobsingleton._batch", "blobsingleton._once"),
+}
+
+
 def test_the_library_has_no_import_circle() -> None:
     graph = import_graph(SOURCE)
+    for low, high in PENDING_ISSUE_47A:
+        graph[low].discard(high)
     assert len(graph) > 30 and graph["blobsingleton._singleton"]  # the source was read
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
@@ -132,11 +139,12 @@ def test_the_backends_are_below_the_decorators_that_build_them() -> None:
 
 
 def test_the_connection_imports_no_backend() -> None:
-    """`_connection` (settings, account, containers, storage errors, the test backends' slot)
-    sits below every backend: the backends import it, it imports none of them."""
+    """`_connection` (settings, account, containers, storage errors) sits below every backend:
+    the backends import it, it imports none of them (the test backends' slot, which names
+    leases and record stores, is `_backends`, above them)."""
     graph = import_graph(SOURCE)
     below = reached(graph, lib("_connection"))
-    assert below <= lib("_invocation", "_azure_sdk", "_azure_worker", "errors", "schedules")
+    assert below <= lib("_telemetry", "_azure_sdk", "_storage_errors", "errors")
     assert lib("_connection") <= graph["blobsingleton._blob_lease"]
 
 
@@ -172,7 +180,7 @@ def test_a_circle_is_found_however_it_is_imported(tmp_path: Path, low: str) -> N
     )
 
 
-def test_imports_only_a_type_checker_runs_are_no_circle(tmp_path: Path) -> None:
+def test_imports_only_a_type_checker_runs_are_a_circle_too(tmp_path: Path) -> None:
     package = write_package(
         tmp_path,
         {
@@ -188,8 +196,8 @@ def test_imports_only_a_type_checker_runs_are_no_circle(tmp_path: Path) -> None:
         },
     )
     graph = import_graph(package)
-    assert graph == {"pkg": {"pkg.high"}, "pkg.low": set(), "pkg.high": {"pkg.low"}}
-    assert find_cycle(graph) is None
+    assert graph == {"pkg": {"pkg.high"}, "pkg.low": {"pkg.high"}, "pkg.high": {"pkg.low"}}
+    assert find_cycle(graph) == ["pkg.high", "pkg.low", "pkg.high"]
 
 
 def test_a_submodule_importing_a_name_of_its_package_root_is_a_circle(tmp_path: Path) -> None:
