@@ -73,7 +73,7 @@ def _busy_spelling(given: Mapping[str, Any]) -> str:
         return _call("Busy.skip", hold=hold)
     if kind == "Defer":
         queue = given.get("queue", getattr(policy, "queue", None))
-        return _call("Busy.defer", queue=queue or "%QUEUE%", after=given.get("defer_seconds"),
+        return _call("Busy.defer", queue=queue or "<the queue>", after=given.get("defer_seconds"),
                      hold=hold)  # fmt: skip
     if kind == "Answer" or (callable(policy) and kind != "Wait"):
         name = getattr(getattr(policy, "fn", policy), "__name__", "fn")
