@@ -19,7 +19,9 @@ SAMPLES: list[BaseException] = [
     errors.StorageUnavailable("acquire", "connection refused"),
     errors.InvalidSchedule("0 0 2 * * L", "'L' is not supported", "nightly"),
     errors.NoOccurrence("0 0 0 30 Feb *"),
-    errors.OccurrenceRefused("nightly", datetime(2026, 11, 20, 2, tzinfo=UTC), "outside the catch-up window"),
+    errors.OccurrenceRefused(
+        "nightly", datetime(2026, 11, 20, 2, tzinfo=UTC), "outside the catch-up window"
+    ),
     errors.StorageAccountError("AzureWebJobsStorage", "acme", "cannot be used"),
     errors.InvalidConnectionString("AzureWebJobsStorage", "unknown", "blank or malformed"),
     errors.CredentialsRefused("OrdersStorage", "acme", "the account refused the credentials"),
