@@ -32,7 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-OPS_FUNCTIONS = ["ops_locks", "ops_runs", "ops_jobs", "ops_imports", "ops_summary_last_hour",
+OPS_FUNCTIONS = ["ops_locks", "ops_runs", "ops_jobs", "ops_imports", "ops_summary_last_hour", "ops_overview",
                  "ops_break_lock", "ops_reset_run", "ops_status_page",
                  "ops_status_asset"]  # fmt: skip
 PHONE = {"width": 390, "height": 844}
