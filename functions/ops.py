@@ -37,7 +37,7 @@ from blobsingleton.errors import InvalidKey
 
 from functions import imports, jobs, notifications
 from shared import ops as app_ops
-from shared import ops_problems, ops_summary
+from shared import ops_problems, ops_summary, ops_tally
 from shared.imports.fanout import QUEUE as IMPORT_QUEUE
 from shared.operators import Access, NotAuthorized, Operator, authorize
 from shared.poison import poison_queue_name
@@ -177,8 +177,10 @@ def ops_summary_last_hour(req: func.HttpRequest) -> func.HttpResponse:
 
 #: The queues whose poison queues the overview counts (the app's queue triggers).
 POISON_QUEUES = (notifications.QUEUE, IMPORT_QUEUE, jobs.UNITS_QUEUE, jobs.ANNOUNCE_QUEUE)
-#: A lost lease is logged by the library on its holder: each instance keeps a note of it too.
+#: A lost lease is logged by the library on its holder: each instance keeps a note of it too,
+#: and tallies the library's events per 5 minutes for the page's charts.
 ops_problems.install_lost_lease_notes()
+ops_tally.install()
 
 
 @bp.route(route="overview", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -13,34 +13,22 @@ event). Writing a note never fails the work that logs it: a failed write is logg
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError
 
-from shared import storage
-from shared.settings import setting
+from shared import ops_tally, storage
+from shared.ops_notes import ensure, iso, notes_container
 
 log = logging.getLogger(__name__)
 
-NOTES_CONTAINER = ("OPS_NOTES_CONTAINER", "ops-notes")
 #: Newest notes read per kind (one listing and one read each).
 NEWEST = 10
 _INVERT = 10**13
-
-
-def _container() -> Any:
-    name, default = NOTES_CONTAINER
-    return storage.blob_service().get_container_client(setting(name) or default)
-
-
-def iso(epoch: float | None) -> str | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
 def note(kind: str, fields: dict[str, Any]) -> None:
@@ -48,21 +36,17 @@ def note(kind: str, fields: dict[str, Any]) -> None:
     now = time.time()
     name = f"{kind}/{_INVERT - int(now * 1000):013d}-{uuid.uuid4().hex[:8]}.json"
     body = json.dumps({"at": iso(now), **fields}, default=str).encode()
-    container = _container()
+    container = notes_container()
     try:
-        try:
-            container.upload_blob(name, body)
-        except ResourceNotFoundError:
-            with contextlib.suppress(ResourceExistsError):
-                container.create_container()
-            container.upload_blob(name, body)
+        ensure(container)
+        container.upload_blob(name, body)
     except Exception:  # the work that logs it goes on: the log line has it too
         log.warning("could not keep an operators' note of kind %s", kind, exc_info=True)
 
 
 def newest(kind: str, limit: int = NEWEST) -> list[dict[str, Any]]:
     """The newest `limit` notes of `kind`, newest first."""
-    container = _container()
+    container = notes_container()
     pages = container.list_blobs(name_starts_with=f"{kind}/", results_per_page=limit).by_page()
     try:
         names = [b.name for b in next(pages, [])][:limit]
@@ -79,6 +63,7 @@ def newest(kind: str, limit: int = NEWEST) -> list[dict[str, Any]]:
 
 def note_poisoned(queue: str, message_id: str, reason: str) -> None:
     note("poison", {"queue": queue, "message_id": message_id, "reason": reason[:1000]})
+    ops_tally.install().count("poison")
 
 
 class LostLeaseNotes(logging.Handler):

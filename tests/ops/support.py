@@ -44,6 +44,7 @@ class OpsEnv:
     jobs: str
     units_queue: str
     imports: str
+    notes: str = "ops-notes"
 
     def settings(self) -> dict[str, str | None]:
         return {
@@ -53,6 +54,7 @@ class OpsEnv:
             "JOBS_CONTAINER": self.jobs,
             "JOB_UNITS_QUEUE": self.units_queue,
             "IMPORTS_CONTAINER": self.imports,
+            "OPS_NOTES_CONTAINER": self.notes,
             "OPS_OPERATOR_KEYS": f"tests={key_digest(OPERATOR_KEY)}",
             "OPS_EASY_AUTH": None,
             "WEBSITE_AUTH_ENABLED": None,
