@@ -169,6 +169,13 @@ FLOWS: ops_summary.Flows = {
 }
 
 
+#: What resetting a completed record of a function does, said before the reason is asked for.
+RESET_EFFECTS = {
+    notifications.RECORD_SCOPE: "the event's email is sent again",
+    scope_of(imports.fan_out_night): "that night's imports are enqueued again",
+}
+
+
 @bp.route(route="summary", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_summary_last_hour(req: func.HttpRequest) -> func.HttpResponse:
     """The last hour's figures, each with the store it is read from (counts only)."""
@@ -188,7 +195,9 @@ def ops_overview(req: func.HttpRequest) -> func.HttpResponse:
     """What needs a person (held locks, in-progress and expired runs, failing callbacks,
     poison messages, rejected import rows, lost leases) and counts per state."""
     queues = [poison_queue_name(q) for q in POISON_QUEUES]
-    return _answer(req, Access.READ, lambda _: app_ops.overview(queues))
+    return _answer(
+        req, Access.READ, lambda _: {**app_ops.overview(queues), "reset_effects": RESET_EFFECTS}
+    )
 
 
 @bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
