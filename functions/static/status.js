@@ -303,14 +303,30 @@ function problem(kind, key, title, parts, action) {
   li.dataset.key = key;
   const head = el("div", "problem-head");
   head.append(el("span", "badge", title), el("span", "key", key));
+  if (action) head.append(action);
   li.append(head);
   const detail = el("div", "detail");
   for (const part of parts.filter((p) => p !== null && p !== undefined && p !== "")) {
-    detail.append(part instanceof Node ? part : el("span", "", part));
+    if (part.wide !== undefined) { // detail a phone's first screen has no room for
+      if (!part.wide) continue;
+      const node = part.wide instanceof Node ? part.wide : el("span", "", part.wide);
+      node.classList.add("wide");
+      detail.append(node);
+    } else {
+      detail.append(part instanceof Node ? part : el("span", "", part));
+    }
   }
   li.append(detail);
-  if (action) li.append(action);
   return li;
+}
+
+const wide = (part) => ({ wide: part || "" });
+
+// A function's scope by its name (the module path on hover).
+function functionName(scope) {
+  const span = el("span", "", `in ${scope ? scope.split(".").pop() : "the app"}`);
+  if (scope) span.title = scope;
+  return span;
 }
 
 function labelled(text, node) {
@@ -328,23 +344,22 @@ function renderProblems() {
       lock.since ? when(lock.since, HELD) : "held (holder not yet published)",
       lock.instance && `by ${lock.instance}`,
       lock.function && `in ${lock.function}`,
-      lock.scope && `function ${lock.scope}`,
-      `token ${lock.token}`,
       lock.waiting ? `${lock.waiting} waiting` : "",
-      lock.since && `since ${absolute(lock.since)}`,
-      lock.last_change && labelled("owner record written", when(lock.last_change, AGO)),
-      "lease ends ≤ 60 s after its holder's last renewal",
+      wide(`token ${lock.token}`),
+      wide(lock.since && `since ${absolute(lock.since)}`),
+      wide(lock.last_change && labelled("owner record written", when(lock.last_change, AGO))),
+      wide("the lease ends ≤ 60 s after its holder's last renewal"),
     ], button("Break", () => change("locks", lock, "break"), "danger")));
   }
   for (const run of o.runs) {
     const expired = run.state === "expired";
     items.push(problem(expired ? "expired" : "in_progress", run.key, expired ? "run expired" : "run in progress", [
-      `function ${scopeOf(run)}`,
+      functionName(run.scope),
       labelled("started", when(run.started, AGO)),
       when(run.expires, EXPIRES),
-      `attempt ${run.attempt}`,
-      run.owner && `owner ${run.owner}`,
-      expired ? "its run stopped without finishing: the next delivery takes it over" : "",
+      wide(`attempt ${run.attempt}`),
+      wide(run.owner && `owner ${run.owner}`),
+      wide(expired ? "its run stopped without finishing: the next delivery takes it over" : ""),
     ], button("Reset", () => change("runs", run, "reset"), "danger")));
   }
   for (const job of o.failing_callbacks) {
@@ -355,8 +370,8 @@ function renderProblems() {
       labelled("last try", when(failing.last_try, AGO)),
       secondsFrom(failing.next_try) > 0 ? labelled("next try", when(failing.next_try, NEXT))
         : "next try at the watcher's next sweep",
-      labelled("gives up", when(failing.gives_up, AGO)),
-      `job ${job.status}: its receiver has not been told`,
+      wide(labelled("gives up", when(failing.gives_up, AGO))),
+      wide(`job ${job.status}: its receiver has not been told`),
     ] : [`callback ${job.callback}`, `job ${job.status}`]));
   }
   for (const queue of o.poison.filter((q) => q.count > 0)) {
@@ -364,14 +379,14 @@ function renderProblems() {
     items.push(problem("poison", queue.queue, "poison messages", [
       `${queue.count} message${queue.count === 1 ? "" : "s"}`,
       newest && `newest: ${newest.reason}`,
-      newest && when(newest.at, AGO),
+      wide(newest && when(newest.at, AGO)),
     ]));
   }
   for (const row of o.rejected_rows) {
     items.push(problem("rejected", row.account, "rejected row", [
       `${row.file || row.location || "file"}${row.line ? ` line ${row.line}` : ""}`,
       row.reason,
-      `run ${row.run_id}`,
+      wide(`run ${row.run_id}`),
     ]));
   }
   for (const lost of o.lost_leases) {
@@ -389,6 +404,8 @@ function renderProblems() {
       timer.schedule && `schedule ${timer.schedule}`,
     ]));
   }
+  const order = ["callback", "poison", "rejected", "expired", "lost", "late", "in_progress", "lock"];
+  items.sort((a, b) => order.indexOf(a.dataset.kind) - order.indexOf(b.dataset.kind));
   if (o.more_held_locks || o.more_runs) {
     items.push(el("li", "problem more", "More locks or runs than shown here: see the tables below."));
   }
