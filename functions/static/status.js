@@ -598,6 +598,7 @@ async function refresh() {
     }
   } finally {
     refreshing = false;
+    document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
   }
 }
 

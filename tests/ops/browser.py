@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ class SeededHost:
     admin_key: str
     operator_key: str  # its SHA-256 is in OPS_OPERATOR_KEYS, as "screens"
     leases: list[BlobLease]
+    stop: Callable[[], object]  # stops the host (its pages' next refresh fails)
 
 
 #: The trial's scenario (issue 51): 69 run-once records, two in progress (one of them a
@@ -129,7 +130,7 @@ def seeded_host(settings: dict[str, str]) -> Iterator[SeededHost]:
         url = f"http://127.0.0.1:{port}/api/status?refresh=2"
         with urllib.request.urlopen(url, timeout=10) as response:
             assert response.status == 200
-        yield SeededHost(url, function_key, admin_key, operator_key, leases)
+        yield SeededHost(url, function_key, admin_key, operator_key, leases, host.stop)
     finally:
         host.stop()
         receiver.close()
