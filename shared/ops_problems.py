@@ -36,8 +36,8 @@ def note(kind: str, fields: dict[str, Any]) -> None:
     now = time.time()
     name = f"{kind}/{_INVERT - int(now * 1000):013d}-{uuid.uuid4().hex[:8]}.json"
     body = json.dumps({"at": iso(now), **fields}, default=str).encode()
-    container = notes_container()
     try:
+        container = notes_container()
         ensure(container)
         container.upload_blob(name, body)
     except Exception:  # the work that logs it goes on: the log line has it too

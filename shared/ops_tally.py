@@ -79,9 +79,9 @@ class EventTally(logging.Handler):
             self._flushed = time.time() if now is None else now
             dirty = {b: dict(self._counts.get(b, {})) for b in self._dirty}
             self._dirty.clear()
-        container = notes_container()
         for bucket, counts in dirty.items():
             try:
+                container = notes_container()
                 ensure(container)
                 container.upload_blob(_name(bucket, instance_id()), json.dumps(counts),
                                       overwrite=True)  # fmt: skip

@@ -303,7 +303,6 @@ function problem(kind, key, title, parts, action) {
   li.dataset.key = key;
   const head = el("div", "problem-head");
   head.append(el("span", "badge", title), el("span", "key", key));
-  if (action) head.append(action);
   li.append(head);
   const detail = el("div", "detail");
   for (const part of parts.filter((p) => p !== null && p !== undefined && p !== "")) {
@@ -317,6 +316,10 @@ function problem(kind, key, title, parts, action) {
     }
   }
   li.append(detail);
+  if (action) {
+    li.classList.add("has-action");
+    li.append(action);
+  }
   return li;
 }
 
@@ -416,20 +419,20 @@ function renderProblems() {
   const jobs = o.counts.jobs;
   const failing = Object.entries(jobs).filter(([state]) => state.startsWith("callback")).reduce((a, [, n]) => a + n, 0);
   const chips = [
-    ["locks held", o.counts["locks held"], "held"],
-    ["in progress", runs.in_progress, "in_progress"],
-    ["expired", runs.expired, "expired"],
-    ["completed", runs.completed, "completed"],
-    ["callbacks failing", failing, "failed"],
-    ["poison messages", o.counts["poison messages"], "failed"],
-    ["rejected rows", o.counts["rejected rows"], "failed"],
-    ["leases lost", o.lost_leases.length, "failed"],
+    ["lock held", "locks held", o.counts["locks held"], "held"],
+    ["in progress", "in progress", runs.in_progress, "in_progress"],
+    ["expired", "expired", runs.expired, "expired"],
+    ["completed", "completed", runs.completed, "completed"],
+    ["callback failing", "callbacks failing", failing, "failed"],
+    ["poison message", "poison messages", o.counts["poison messages"], "failed"],
+    ["rejected row", "rejected rows", o.counts["rejected rows"], "failed"],
+    ["lease lost", "leases lost", o.lost_leases.length, "failed"],
   ];
-  if (timers) chips.push(["timers late", timers.filter((t) => t.late).length, "failed"]);
-  document.getElementById("counts").replaceChildren(...chips.map(([label, count, tone]) => {
+  if (timers) chips.push(["timer late", "timers late", timers.filter((t) => t.late).length, "failed"]);
+  document.getElementById("counts").replaceChildren(...chips.map(([one, many, count, tone]) => {
     const li = el("li", count ? tone : "zero");
-    li.dataset.count = label;
-    li.append(el("strong", "", count), el("span", "", ` ${label}`));
+    li.dataset.count = many;
+    li.append(el("strong", "", count), el("span", "", ` ${count === 1 ? one : many}`));
     return li;
   }));
   renderHolds();
