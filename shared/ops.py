@@ -33,6 +33,7 @@ from shared.imports.layout import imports_container
 from shared.jobs import JobSettings, JobStore, job_status
 from shared.jobs.layout import job_id_of
 from shared.models import MessageModel, Problem, rule
+from shared.ops_notes import iso
 
 JOB_COLUMNS = ("job_id", "state", "total", "units_done", "units_failed", "units_outstanding",
                "callback", "created", "completed")  # fmt: skip
@@ -68,10 +69,6 @@ class ActionRequest(MessageModel):
         return ops.InvalidRequest("; ".join(p.describe() for p in problems))
 
 
-def _iso(epoch: Any) -> str | None:
-    return None if epoch is None else datetime.fromtimestamp(float(epoch), UTC).isoformat()
-
-
 def _callback_state(status: dict[str, Any]) -> str | None:
     announcement = status.get("announcement")
     if announcement:
@@ -90,8 +87,8 @@ def job_view(
     waits for the callback) or was refused or abandoned."""
     view = {
         **status,
-        "created": _iso(status.get("created_at")),
-        "completed": _iso(status.get("completed_at")),
+        "created": iso(status.get("created_at")),
+        "completed": iso(status.get("completed_at")),
         "callback": _callback_state(status),
     }
     state = str(status.get("status"))
@@ -103,12 +100,12 @@ def job_view(
             "tries": tries["tries"],
             "http_status": tries.get("http_status"),
             "reason": tries["reason"],
-            "last_try": _iso(tries["last_at"]),
+            "last_try": iso(tries["last_at"]),
             # the watcher queues it again at each sweep once the outcome is JOB_STALL_SECONDS old
-            "next_try": _iso(
+            "next_try": iso(
                 max(float(tries["last_at"]), float(status["completed_at"]) + stall_seconds)
             ),
-            "gives_up": _iso(float(status["completed_at"]) + give_up_seconds),
+            "gives_up": iso(float(status["completed_at"]) + give_up_seconds),
         }
     elif announcement.get("state") in ("refused", "abandoned"):
         state = f"callback {announcement['state']}"
