@@ -62,10 +62,23 @@ BROKEN_WORDS = """() => {
 }"""
 
 
+#: What `GET /api/timers` answers for a timer that missed its 02:00 occurrence.
+LAST_NIGHT, TONIGHT = "2026-11-27T02:00:00+00:00", "2026-11-28T02:00:00+00:00"
+TIMERS = {"items": [
+    {"function": "nightly_import", "schedule": "0 0 2 * * *", "late": True,
+     "last_run": {"occurrence": LAST_NIGHT, "outcome": "completed", "instance": "host-7",
+                  "invocation_id": "a1", "finished": LAST_NIGHT},
+     "next_due": TONIGHT, "missed": [TONIGHT], "skipped": []},
+    {"function": "job_watcher", "schedule": "*/30 * * * * *", "late": False, "last_run": None,
+     "next_due": "2099-01-01T00:00:00+00:00", "missed": [], "skipped": []},
+]}  # fmt: skip
+
+
 def _on_first_screen(locator: Any, viewport: dict[str, int]) -> bool:
     """Within the viewport, unscrolled (read off the element the page shows at that moment: it
     redraws the list at each refresh, so a box read as it is replaced is read again)."""
     for _ in range(3):
+        locator.wait_for()
         box = locator.bounding_box()
         if box is not None:
             return bool(box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"])
@@ -87,7 +100,6 @@ def _first_screen_holds_what_needs_a_person(page: Any, viewport: dict[str, int])
     }  # fmt: skip
     for what, locators in wanted.items():
         for locator in locators:
-            locator.wait_for()
             assert _on_first_screen(locator, viewport), f"{what} not on the first screen"
     for lock in wanted["held"]:
         assert re.search(r"held \d+ s", lock.inner_text()), lock.inner_text()
@@ -106,6 +118,7 @@ def _first_screen_holds_what_needs_a_person(page: Any, viewport: dict[str, int])
     page.locator("#runs-pager").get_by_role("button", name="Next page").click()
     page.locator("#runs-note", has_text="51\u201369 of 69").wait_for()
     page.locator("#runs-pager").get_by_role("button", name="First page").click()
+    page.evaluate("window.scrollTo(0, 0)")  # the clicks scrolled down to the pager
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
@@ -118,8 +131,14 @@ def test_the_page_opens_on_what_needs_a_person_at_desktop_and_phone_widths(
         with chromium(tmp_path / "phone", PHONE) as browser:
             page = browser.new_page()
             page.set_extra_http_headers({"X-Operator-Key": host.operator_key})
+            # an app with the timer ledger (GET /api/timers, as its page documents it)
+            page.route("**/api/timers*", lambda route: route.fulfill(json=TIMERS))
             page.goto(host.url)
             _first_screen_holds_what_needs_a_person(page, PHONE)
+            late = page.locator('#problems li[data-kind="late"][data-key="nightly_import"]')
+            assert _on_first_screen(late, PHONE) and "1 missed" in late.inner_text()
+            assert "1 timer late" in page.locator("#counts").inner_text()
+            assert "late" in page.locator('#timers tr[data-key="nightly_import"]').inner_text()
 
         with chromium(tmp_path / "desktop", DESKTOP) as browser:
             page = browser.new_page()
@@ -129,6 +148,10 @@ def test_the_page_opens_on_what_needs_a_person_at_desktop_and_phone_widths(
             page.get_by_role("button", name="Use this key").click()
             _first_screen_holds_what_needs_a_person(page, DESKTOP)
             page.locator('#locks tr[data-key="import-acme"]').wait_for()
+            # this app has no timer ledger (404): no Timers section, and nothing stale
+            assert (
+                page.locator("#timers-section").is_hidden() and page.locator("#stale").is_hidden()
+            )
             assert page.evaluate(BROKEN_WORDS) == []  # no word split at 1366 px
 
             # signing out clears the data; signing in shows it again
@@ -144,9 +167,11 @@ def test_the_page_opens_on_what_needs_a_person_at_desktop_and_phone_widths(
             # "updated" time stops
             page.locator("body:not(.is-stale)").wait_for()
             host.stop()
-            stale = page.locator("#stale")
+            # (a refresh under way as it stops may fail only its later requests: the next
+            # one fails whole)
+            stale = page.locator("#stale", has_text="/api/overview failed")
             stale.wait_for(timeout=20_000)
-            assert "/api/overview failed" in stale.inner_text()
+            assert "/api/locks failed" in stale.inner_text()
             updated = page.locator("#updated").inner_text()
             seen = int(page.evaluate("document.body.dataset.refreshes"))
             page.locator(f'body[data-refreshes="{seen + 2}"]').wait_for(timeout=20_000)
