@@ -2,7 +2,8 @@
 
 A handler on the `blobsingleton.events` logger counts each event kind per 5-minute bucket and
 writes its tally (`tally/{inverted bucket}/{instance}.json` in OPS_NOTES_CONTAINER: one small
-blob per instance and bucket, overwritten at most once a minute while events come); the status
+blob per instance and bucket, overwritten at most once a minute while events come, on a thread
+of its own, so the invocation that logs never waits for it); the status
 page's charts read them back (`series`: one listing, one read per instance and bucket of the
 hour). What it counts is what the logger passes: the library's events at INFO and above
 (the worker's default). A process that ends loses its last minute's counts.
@@ -54,6 +55,7 @@ class EventTally(logging.Handler):
         self._counts: dict[int, Counter[str]] = {}
         self._dirty: set[int] = set()
         self._flushed = 0.0
+        self._writing = False
         self._guard = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -69,14 +71,22 @@ class EventTally(logging.Handler):
             self._dirty.add(bucket)
             for old in [b for b in self._counts if b < bucket - WINDOW_S]:
                 del self._counts[old]
-            due = now - self._flushed >= FLUSH_S
-        if due:
-            self.write(now)
+            due = now - self._flushed >= FLUSH_S and not self._writing
+            if due:
+                self._writing = True
+                self._flushed = now
+        if due:  # off the thread that logged: an invocation never waits for the write
+            threading.Thread(target=self._write_then_done, name="ops-tally", daemon=True).start()
 
-    def write(self, now: float | None = None) -> None:
+    def _write_then_done(self) -> None:
+        try:
+            self.write()
+        finally:
+            self._writing = False
+
+    def write(self) -> None:
         """Write the changed buckets now (a failure is logged; they are written next time)."""
         with self._guard:
-            self._flushed = time.time() if now is None else now
             dirty = {b: dict(self._counts.get(b, {})) for b in self._dirty}
             self._dirty.clear()
         for bucket, counts in dirty.items():
