@@ -23,7 +23,7 @@ from typing import Annotated, Any, cast
 
 from azure.core.paging import PageIterator
 from blobsingleton import ops
-from blobsingleton.config import encode_key
+from blobsingleton.config import encode_key, namespace
 from blobsingleton.errors import InvalidKey
 from pydantic import AfterValidator, ConfigDict, Field
 
@@ -153,7 +153,7 @@ def _last_reports(container: Any, account: str) -> tuple[Any, Any]:
     that read records (when not the same): one listing, one or a few reads."""
     listed = [b for b in container.list_blobs(name_starts_with=f"{account}/reports/")
               if b.name.endswith("/report.json")]  # fmt: skip
-    listed.sort(key=lambda b: b.last_modified, reverse=True)
+    listed.sort(key=lambda b: (b.last_modified, b.name), reverse=True)  # a second apart: by name
     latest = read_data = None
     for position, blob in enumerate(listed[:MAX_REPORTS_READ]):
         report: dict[str, Any] = json.loads(container.download_blob(blob.name).readall())
@@ -279,7 +279,7 @@ def overview(poison_queues: list[str]) -> dict[str, Any]:
                 for i in imports.items for r in i["rejections"]]  # fmt: skip
     return {
         "at": datetime.now(UTC).isoformat(),
-        "namespace": ops.list_runs(limit=1).namespace,
+        "namespace": namespace(),
         "counts": {
             "locks held": len(held),
             "runs": ops.count_runs(),

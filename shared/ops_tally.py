@@ -50,8 +50,9 @@ def _name(bucket: int, instance: str) -> str:
 class EventTally(logging.Handler):
     """Counts events per bucket in memory; writes the buckets that changed once a minute."""
 
-    def __init__(self) -> None:
+    def __init__(self, instance: str | None = None) -> None:
         super().__init__(logging.DEBUG)
+        self._instance = instance
         self._counts: dict[int, Counter[str]] = {}
         self._dirty: set[int] = set()
         self._flushed = 0.0
@@ -93,8 +94,8 @@ class EventTally(logging.Handler):
             try:
                 container = notes_container()
                 ensure(container)
-                container.upload_blob(_name(bucket, instance_id()), json.dumps(counts),
-                                      overwrite=True)  # fmt: skip
+                name = _name(bucket, self._instance or instance_id())
+                container.upload_blob(name, json.dumps(counts), overwrite=True)
             except Exception:
                 log.warning("could not write the event tally", exc_info=True)
                 with self._guard:
