@@ -75,7 +75,8 @@ def _callback_state(status: dict[str, Any]) -> str | None:
         return str(announcement.get("state") or "recorded")
     tries = status.get("failed_tries")
     if tries:
-        return f"failing ({tries['reason']}, {tries['tries']} tries)"
+        count = int(tries["tries"])
+        return f"failing ({tries['reason']}, {count} {'try' if count == 1 else 'tries'})"
     return None
 
 
