@@ -179,3 +179,10 @@ def test_an_accounts_last_import_that_read_data_is_shown_beside_a_later_empty_ru
     assert acme["run_id"] == "2026-11-28-manual" and acme["records"] == 0
     assert acme["last_with_data"]["run_id"] == "2026-11-27-arrival"
     assert acme["last_with_data"]["totals"]["imported"] == 3
+
+
+def test_the_docs_state_the_listings_request_bound_as_the_code_has_it() -> None:
+    from blobsingleton import _listing
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    assert f"at most {_listing.MAX_SCAN_REQUESTS} List Blobs requests per" in " ".join(text.split())
