@@ -123,9 +123,10 @@ audit: $(VENV)/.installed node_modules/.installed
 bench: setup
 	$(PY) -m bench all --json
 
-# The picture of the status page in docs/operations.md: a private Azurite, seeded, devhost, chromium.
+# The pictures of the status page in docs/operations.md (phone and desktop): a private Azurite,
+# seeded with the trial's scenario, devhost, chromium.
 screenshot: setup
-	$(PY) -m tests.ops.screenshot docs/status-page.png
+	$(PY) -m tests.ops.screenshot docs/status-page.png docs/status-page-desktop.png
 
 clean:
 	rm -rf $(VENV) node_modules .devhost .pytest_cache .ruff_cache .build dist

@@ -7,6 +7,7 @@
     GET  /api/summary                                    the last hour's figures, from the stores
     GET  /api/timers                                     each timer's ledger: last run, next due,
                                                          missed, skipped, late (reported as read)
+    GET  /api/overview                                   what needs a person, and counts per state
     POST /api/locks/{key}/break  ?scope= {"reason": "..."}  operators; audited; the token
     POST /api/runs/{key}/reset   ?scope= {"reason": "..."}  operators; audited
     GET  /api/status                                     the status page (reads the above)
@@ -38,8 +39,10 @@ from blobsingleton.errors import InvalidKey
 
 from functions import imports, jobs, notifications
 from shared import ops as app_ops
-from shared import ops_summary
+from shared import ops_problems, ops_summary, ops_tally
+from shared.imports.fanout import QUEUE as IMPORT_QUEUE
 from shared.operators import Access, NotAuthorized, Operator, authorize
+from shared.poison import poison_queue_name
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +126,18 @@ def _scope(req: func.HttpRequest) -> str | None:
     return req.params.get("scope") or None
 
 
+def _held(req: func.HttpRequest) -> bool | None:
+    value = (req.params.get("held") or "").lower()
+    if value not in ("", "true", "false"):
+        raise ops.InvalidRequest(f"held must be true or false, not {value[:20]!r}")
+    return None if not value else value == "true"
+
+
 @bp.route(route="locks", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_locks(req: func.HttpRequest) -> func.HttpResponse:
-    """Every lock, held or free, filtered by key prefix, one page at a time."""
-    return _answer(req, Access.READ, lambda _: ops.list_locks(*_query(req)))
+    """Every lock (or only held or free ones: `held=`), filtered by key prefix, one page at a
+    time."""
+    return _answer(req, Access.READ, lambda _: ops.list_locks(*_query(req), held=_held(req)))
 
 
 @bp.route(route="runs", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
@@ -160,6 +171,13 @@ FLOWS: ops_summary.Flows = {
 }
 
 
+#: What resetting a completed record of a function does, said before the reason is asked for.
+RESET_EFFECTS = {
+    notifications.RECORD_SCOPE: "the event's email is sent again",
+    scope_of(imports.fan_out_night): "that night's imports are enqueued again",
+}
+
+
 @bp.route(route="summary", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def ops_summary_last_hour(req: func.HttpRequest) -> func.HttpResponse:
     """The last hour's figures, each with the store it is read from (counts only)."""
@@ -175,6 +193,24 @@ def ops_timers(req: func.HttpRequest) -> func.HttpResponse:
     """Each timer's last run, next due and every missed or skipped occurrence; a timer late
     past its grace period is `late` and reported (event record, metric) as it is read."""
     return _answer(req, Access.READ, lambda _: app_ops.list_timers(TIMERS))
+
+
+#: The queues whose poison queues the overview counts (the app's queue triggers).
+POISON_QUEUES = (notifications.QUEUE, IMPORT_QUEUE, jobs.UNITS_QUEUE, jobs.ANNOUNCE_QUEUE)
+#: A lost lease is logged by the library on its holder: each instance keeps a note of it too,
+#: and tallies the library's events per 5 minutes for the page's charts.
+ops_problems.install_lost_lease_notes()
+ops_tally.install()
+
+
+@bp.route(route="overview", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def ops_overview(req: func.HttpRequest) -> func.HttpResponse:
+    """What needs a person (held locks, in-progress and expired runs, failing callbacks,
+    poison messages, rejected import rows, lost leases) and counts per state."""
+    queues = [poison_queue_name(q) for q in POISON_QUEUES]
+    return _answer(
+        req, Access.READ, lambda _: {**app_ops.overview(queues), "reset_effects": RESET_EFFECTS}
+    )
 
 
 @bp.route(route="locks/{key}/break", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -125,6 +125,7 @@ var appSettings = {
   RUNONCE_CONTAINER: 'runonce'
   BLOBSINGLETON_NAMESPACE: ''
   OPS_AUDIT_CONTAINER: 'ops-audit'
+  OPS_NOTES_CONTAINER: 'ops-notes'
   NOTIFICATIONS_QUEUE: 'notifications'
   EMAIL_FROM: emailFrom
   EMAIL_FROM_NAME: ''

@@ -20,22 +20,25 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, cast
 
 from azure.core.paging import PageIterator
 from blobsingleton import ops, timers
-from blobsingleton.config import encode_key
+from blobsingleton.config import encode_key, namespace
 from blobsingleton.errors import InvalidKey
 from pydantic import AfterValidator, ConfigDict, Field
 
+from shared import ops_problems
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.layout import imports_container
 from shared.jobs import JobSettings, JobStore, job_status
 from shared.jobs.layout import job_id_of
 from shared.models import MessageModel, Problem, rule
+from shared.ops_notes import iso
 
-JOB_COLUMNS = ("job_id", "status", "total", "units_done", "units_failed", "units_outstanding",
-               "callback")  # fmt: skip
+JOB_COLUMNS = ("job_id", "state", "total", "units_done", "units_failed", "units_outstanding",
+               "callback", "created", "completed")  # fmt: skip
 TIMER_COLUMNS = ("function", "schedule", "last_run", "next_due", "late", "missed", "skipped")
 IMPORT_COLUMNS = ("account", "run_id", "status", "instance", "records", "imported", "rejected",
                   "duration_s", "errors")  # fmt: skip
@@ -71,15 +74,54 @@ class ActionRequest(MessageModel):
 
 def _callback_state(status: dict[str, Any]) -> str | None:
     announcement = status.get("announcement")
-    if not announcement:
-        return None
-    return str(announcement.get("status") or announcement.get("state") or "recorded")
+    if announcement:
+        return str(announcement.get("state") or "recorded")
+    tries = status.get("failed_tries")
+    if tries:
+        count = int(tries["tries"])
+        return f"failing ({tries['reason']}, {count} {'try' if count == 1 else 'tries'})"
+    return None
+
+
+def job_view(
+    status: dict[str, Any], stall_seconds: float, give_up_seconds: float
+) -> dict[str, Any]:
+    """A job's status as operators read it: times in ISO, the callback's state, and `state`:
+    its status, unless its callback keeps failing ("callback failing": not finished for whoever
+    waits for the callback) or was refused or abandoned."""
+    view = {
+        **status,
+        "created": iso(status.get("created_at")),
+        "completed": iso(status.get("completed_at")),
+        "callback": _callback_state(status),
+    }
+    state = str(status.get("status"))
+    tries = status.get("failed_tries")
+    announcement = status.get("announcement") or {}
+    if tries and not announcement:
+        state = "callback failing"
+        view["callback_failing"] = {
+            "tries": tries["tries"],
+            "http_status": tries.get("http_status"),
+            "reason": tries["reason"],
+            "last_try": iso(tries["last_at"]),
+            # the watcher queues it again at each sweep once the outcome is JOB_STALL_SECONDS old
+            "next_try": iso(
+                max(float(tries["last_at"]), float(status["completed_at"]) + stall_seconds)
+            ),
+            "gives_up": iso(float(status["completed_at"]) + give_up_seconds),
+        }
+    elif announcement.get("state") in ("refused", "abandoned"):
+        state = f"callback {announcement['state']}"
+    view["state"] = state
+    return view
 
 
 def list_jobs(prefix: str = "", limit: int = 20, marker: str | None = None) -> ops.Page:
     """Jobs still under `jobs/` (running, or finished and not yet archived), one page."""
     prefix = ops.validate_prefix(prefix)
-    store = JobStore(JobSettings.from_env())
+    settings = JobSettings.from_env()
+    store = JobStore(settings)
     container = store._container  # the jobs container the store itself uses
     listing = container.walk_blobs(
         name_starts_with="jobs/" + encode_key(prefix), delimiter="/", results_per_page=limit
@@ -94,7 +136,7 @@ def list_jobs(prefix: str = "", limit: int = 20, marker: str | None = None) -> o
         job_id = job_id_of(entry.name)
         status = job_status(store, job_id) if job_id else None
         if status is not None:
-            items.append({**status, "callback": _callback_state(status)})
+            items.append(job_view(status, settings.stall_seconds, settings.give_up_seconds))
     return ops.Page(items, pages.continuation_token or None)
 
 
@@ -110,18 +152,25 @@ def _first_page(pages: Iterator[Any]) -> list[Any] | None:
         raise
 
 
-def _last_report(container: Any, account: str) -> dict[str, Any] | None:
-    """The most recently written run report of `account` (one listing, one read)."""
-    latest = None
-    for blob in container.list_blobs(name_starts_with=f"{account}/reports/"):
-        if blob.name.endswith("/report.json") and (
-            latest is None or blob.last_modified > latest.last_modified
-        ):
-            latest = blob
-    if latest is None:
-        return None
-    report: dict[str, Any] = json.loads(container.download_blob(latest.name).readall())
-    return report
+def _last_reports(container: Any, account: str) -> tuple[Any, Any]:
+    """The most recently written run report of `account`, and the most recent one of a run
+    that read records (when not the same): one listing, one or a few reads."""
+    listed = [b for b in container.list_blobs(name_starts_with=f"{account}/reports/")
+              if b.name.endswith("/report.json")]  # fmt: skip
+    listed.sort(key=lambda b: (b.last_modified, b.name), reverse=True)  # a second apart: by name
+    latest = read_data = None
+    for position, blob in enumerate(listed[:MAX_REPORTS_READ]):
+        report: dict[str, Any] = json.loads(container.download_blob(blob.name).readall())
+        if position == 0:
+            latest = report
+        if int((report.get("totals") or {}).get("records") or 0) > 0:
+            read_data = report if position else None
+            break
+    return latest, read_data
+
+
+#: Reports read per account to find its last run that read data (newest first).
+MAX_REPORTS_READ = 10
 
 
 #: The fields of a stored run report an operator view shows (shared.imports.report): counts,
@@ -149,6 +198,19 @@ def report_view(report: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def _rejections(report: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Rejected rows and files of a report: file, line and reason (never the values)."""
+    found = []
+    for entry in (report or {}).get("files") or []:
+        for sample in entry.get("rejections") or []:
+            where = {"file": entry.get("name"), "location": sample.get("location")}
+            found.append({**where, "line": sample.get("line"), "reason": sample.get("reason")})
+        if entry.get("status") == "rejected" or entry.get("error"):
+            found.append({"file": entry.get("name"), "line": None, "location": None,
+                          "reason": entry.get("error") or "file rejected"})  # fmt: skip
+    return found
+
+
 def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -> ops.Page:
     """The last run of each account (whose name starts with `prefix`), with its report."""
     if prefix:
@@ -171,7 +233,7 @@ def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -
             account = validate_account(entry.name[:-1])
         except InvalidAccount:
             continue
-        stored = _last_report(container, account)
+        stored, with_data = _last_reports(container, account)
         report = report_view(stored) if stored is not None else None
         totals = (report or {}).get("totals", {})
         items.append({
@@ -186,7 +248,10 @@ def list_imports(prefix: str = "", limit: int = 50, marker: str | None = None) -
             "rejected": totals.get("rejected"),
             "files_rejected": totals.get("files_rejected"),
             "errors": len((report or {}).get("errors") or []),
+            "rejections": _rejections(report),
             "report": report,
+            # the latest run read nothing (a manual run on an empty folder): the last that did
+            "last_with_data": report_view(with_data) if with_data is not None else None,
         })  # fmt: skip
     return ops.Page(items, pages.continuation_token or None)
 
@@ -208,6 +273,52 @@ def _timer_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             "missed": len(item["missed"]), "skipped": len(item["skipped"]),
         })  # fmt: skip
     return rows
+
+
+#: Items of each problem list the overview shows (its `more` says when there are more).
+PROBLEMS_SHOWN = 50
+
+
+def _all_of(lister: Any, limit: int = PROBLEMS_SHOWN) -> tuple[list[dict[str, Any]], bool]:
+    page = lister(limit)
+    return page.items, bool(page.next)
+
+
+def overview(poison_queues: list[str]) -> dict[str, Any]:
+    """What needs a person, newest facts first, and counts per state (the status page's top).
+    Costs: the run-once records' listing (counts), one filtered listing each for held locks,
+    in-progress and expired runs (`ops.list_*`), the jobs and imports pages, one request per
+    poison queue and the newest notes (`shared.ops_problems`)."""
+    held, more_held = _all_of(lambda n: ops.list_locks(limit=n, held=True))
+    running, more_running = _all_of(lambda n: ops.list_runs(state="in_progress", limit=n))
+    expired, more_expired = _all_of(lambda n: ops.list_runs(state="expired", limit=n))
+    jobs = list_jobs(limit=PROBLEMS_SHOWN)
+    imports = list_imports(limit=PROBLEMS_SHOWN)
+    poison = ops_problems.poison_queues(poison_queues)
+    job_states: dict[str, int] = {}
+    for job in jobs.items:
+        job_states[job["state"]] = job_states.get(job["state"], 0) + 1
+    rejected = [{"account": i["account"], "run_id": i["run_id"], **r}
+                for i in imports.items for r in i["rejections"]]  # fmt: skip
+    return {
+        "at": datetime.now(UTC).isoformat(),
+        "namespace": namespace(),
+        "counts": {
+            "locks held": len(held),
+            "runs": ops.count_runs(),
+            "jobs": job_states,
+            "poison messages": sum(q["count"] for q in poison),
+            "rejected rows": sum(int(i["rejected"] or 0) for i in imports.items),
+        },
+        "held_locks": held,
+        "more_held_locks": more_held,
+        "runs": running + expired,
+        "more_runs": more_running or more_expired,
+        "failing_callbacks": [j for j in jobs.items if j["state"].startswith("callback")],
+        "poison": poison,
+        "rejected_rows": rejected,
+        "lost_leases": ops_problems.newest("lost"),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

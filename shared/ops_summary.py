@@ -1,8 +1,9 @@
 """The last hour's figures for the status page, read from the stores (never from telemetry):
 what an operator would chart in Application Insights (docs/telemetry.md), as far as what is
 stored can tell it. Each figure names what it is read from; what no store keeps (replays,
-deferrals, failures that freed their key, leases lost) is listed as such, with the metric to
-look at instead.
+deferrals, failures that freed their key) is listed as such, with the metric to look at
+instead. Leases lost are read from the instances' notes (`shared.ops_problems`), the charts
+from their event tallies (`shared.ops_tally`).
 
 Costs (one call): a listing of the run-once records of this namespace and one read per record
 written in the window; a listing of each account's reports and one read per report written in
@@ -26,11 +27,12 @@ from blobsingleton.config import namespace
 from blobsingleton.ops import AUDIT_CONTAINER
 from blobsingleton.records import BlobRecordStore, Record, Status
 
-from shared import storage
+from shared import ops_problems, ops_tally, storage
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.layout import imports_container
 from shared.jobs import Completion, JobSettings, JobStore
 from shared.jobs.layout import ARCHIVE_PREFIX
+from shared.ops_notes import iso
 from shared.settings import setting
 
 WINDOW_S = 3600.0
@@ -196,6 +198,7 @@ def job_figures(since: float) -> list[dict[str, Any]]:
     ended = [c for c in outcomes.values() if c.completed_at >= since]
     status = Counter(str(c.status) for c in ended)
     callbacks = Counter(str(c.announcement.state) for c in ended if c.announcement)
+    failing = sum(1 for c in outcomes.values() if c.announcement is None and c.failed_tries)
     source = "job outcomes (jobs/{job}/completion.json, archive/{job}/job.json)"
     return [
         _figure("Batch jobs", "jobs succeeded", status["succeeded"], source),
@@ -207,7 +210,9 @@ def job_figures(since: float) -> list[dict[str, Any]]:
             callbacks["refused"] + callbacks["abandoned"],
             source,
         ),
-    ]
+        _figure("Batch jobs", "callbacks failing, retried by the watcher", failing,
+                "job outcomes not yet announced with failed tries (jobs/{job}/completion.json)"),
+    ]  # fmt: skip
 
 
 # -- what no store keeps ---------------------------------------------------------------------
@@ -215,7 +220,6 @@ def job_figures(since: float) -> list[dict[str, Any]]:
 NOT_STORED = (
     ("Runs", "duplicates answered from a record (replays)", "blobsingleton.invocations"),
     ("Runs", "runs that failed (their key freed)", "blobsingleton.invocations"),
-    ("Locks", "leases lost by their holder", "blobsingleton.leases.lost"),
     ("Emails", "emails deferred (a send of the event in progress)", "app.emails"),
 )
 
@@ -231,6 +235,9 @@ def last_hour(flows: Flows, now: float | None = None) -> dict[str, Any]:
         *import_figures(since),
         *job_figures(since),
     ]
+    lost = [n for n in ops_problems.newest("lost", 100) if str(n.get("at")) >= str(iso(since))]
+    figures.append(_figure("Locks", "leases lost by their holder", len(lost),
+                           "lost-lease notes (OPS_NOTES_CONTAINER lost/), newest 100"))  # fmt: skip
     figures += [
         _figure(section, name, None, f"not stored: telemetry only (metric {metric})")
         for section, name, metric in NOT_STORED
@@ -241,4 +248,5 @@ def last_hour(flows: Flows, now: float | None = None) -> dict[str, Any]:
         "until": datetime.fromtimestamp(now, UTC).isoformat(),
         "namespace": namespace(),
         "figures": figures,
+        "charts": ops_tally.series(now),
     }

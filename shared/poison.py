@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import azure.functions as func
 
-from shared import settings, storage
+from shared import ops_problems, settings, storage
 from shared.models import MessageModel
 from shared.queue_metadata import describe_id, overridden_fields
 
@@ -55,6 +55,7 @@ def reject(
         copy_id,
         reason[:1000],
     )
+    ops_problems.note_poisoned(poison, copy_id, reason)  # shown on the status page too
     return poison
 
 

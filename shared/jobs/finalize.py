@@ -18,6 +18,7 @@ the process there); production passes nothing.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -30,6 +31,7 @@ from shared.jobs.records import (
     Announcement,
     AnnouncementState,
     Completion,
+    FailedTries,
     JobRecord,
     JobStatus,
     UnitState,
@@ -160,6 +162,7 @@ def _announce(
         announcement = announce(completion, settings)
     except CallbackUnavailable as error:
         log.warning("job %s: %s; the watcher retries later", completion.job_id, error)
+        note_failed_tries(store, completion, error)
         return None
     if announcement is None:
         log.info("job %s: being announced elsewhere", completion.job_id)
@@ -173,6 +176,17 @@ def _announce(
     recorded = record_announcement(store, completion, announcement)
     step(on_step, "announcement-recorded")
     return recorded
+
+
+def note_failed_tries(store: JobStore, completion: Completion, error: CallbackUnavailable) -> None:
+    """Add the failed attempts to the outcome (If-Match; a lost race only loses the note) so
+    the operators' views show a failing callback, not a finished job."""
+    status = re.match(r"HTTP (\d{3})", error.reason)
+    before = completion.failed_tries.tries if completion.failed_tries else 0
+    tries = FailedTries(before + error.attempts, time.time(), error.reason,
+                        int(status.group(1)) if status else None)  # fmt: skip
+    if store.replace_completion(completion.with_(failed_tries=tries)) is None:
+        log.info("job %s: its outcome changed meanwhile: failed tries not noted", completion.job_id)
 
 
 def record_announcement(

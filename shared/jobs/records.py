@@ -97,6 +97,24 @@ class Announcement:
 
 
 @dataclass(frozen=True)
+class FailedTries:
+    """Callback attempts that failed for now (5xx, 408, 429, no answer), kept in the outcome
+    until one is delivered, refused or abandoned, so operators see them (issue 51): how many,
+    when the last ended, its category and HTTP status (never what the receiver said)."""
+
+    tries: int
+    last_at: float
+    reason: str
+    http_status: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FailedTries:
+        status = data.get("http_status")
+        return cls(int(data["tries"]), float(data["last_at"]), str(data["reason"]),
+                   None if status is None else int(status))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Completion:
     """`jobs/{job}/completion.json`: the outcome, created once (If-None-Match) by the
     finalizer; it also carries the callback URL so announcing needs no other read."""
@@ -111,6 +129,7 @@ class Completion:
     last_unit_at: float
     finalized_by: str
     announcement: Announcement | None = None
+    failed_tries: FailedTries | None = None
     etag: str | None = field(default=None, compare=False)
 
     @property
@@ -134,6 +153,8 @@ class Completion:
         data = asdict(self)
         data.pop("etag")
         data["announcement"] = self.announcement.to_dict() if self.announcement else None
+        if self.failed_tries is None:
+            data.pop("failed_tries")
         return data
 
     def to_json(self) -> bytes:
@@ -153,6 +174,9 @@ class Completion:
             last_unit_at=float(data["last_unit_at"]),
             finalized_by=str(data["finalized_by"]),
             announcement=Announcement.from_dict(announcement) if announcement else None,
+            failed_tries=FailedTries.from_dict(tries)
+            if (tries := data.get("failed_tries"))
+            else None,
             etag=etag,
         )
 

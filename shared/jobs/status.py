@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from typing import Any
 
 from shared.jobs.records import Announcement, Completion, JobRecord, UnitState
@@ -74,5 +75,6 @@ def _finished(job: JobRecord | None, completion: Completion, *, archived: bool) 
         "created_at": job.created_at if job else None,
         "completed_at": completion.completed_at,
         "announcement": announcement_view(completion.announcement),
+        "failed_tries": asdict(completion.failed_tries) if completion.failed_tries else None,
         "archived": archived,
     }

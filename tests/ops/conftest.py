@@ -21,6 +21,9 @@ def ops_env(storage_env: str, app_settings: AppSettings) -> OpsEnv:
         jobs=f"jobs-{suffix}",
         units_queue=f"units-{suffix}",
         imports=f"imports-{suffix}",
+        notes=f"notes-{suffix}",
+        notifications_queue=f"notify-{suffix}",
+        imports_queue=f"import-{suffix}",
     )
     app_settings.set({**env.settings(), "MEMBERS_TABLE": f"Members{suffix}"})
     return env

@@ -4,9 +4,13 @@ and the operator identities the API authorises (an operator key, App Service pri
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.server
 import json
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import azure.functions as func
@@ -44,6 +48,9 @@ class OpsEnv:
     jobs: str
     units_queue: str
     imports: str
+    notes: str = "ops-notes"
+    notifications_queue: str = "notifications"
+    imports_queue: str = "imports"
 
     def settings(self) -> dict[str, str | None]:
         return {
@@ -53,6 +60,9 @@ class OpsEnv:
             "JOBS_CONTAINER": self.jobs,
             "JOB_UNITS_QUEUE": self.units_queue,
             "IMPORTS_CONTAINER": self.imports,
+            "OPS_NOTES_CONTAINER": self.notes,
+            "NOTIFICATIONS_QUEUE": self.notifications_queue,
+            "IMPORT_QUEUE": self.imports_queue,
             "OPS_OPERATOR_KEYS": f"tests={key_digest(OPERATOR_KEY)}",
             "OPS_EASY_AUTH": None,
             "WEBSITE_AUTH_ENABLED": None,
@@ -91,28 +101,89 @@ def put_record(key: str, status: Status, *, expires_in: float = 300.0, result: A
     BlobRecordStore(scope=scope).put_if_absent(record)
 
 
-def start_job(job_id: str, units: int) -> None:
+def start_job(job_id: str, units: int, callback_url: str = "http://127.0.0.1:9/done") -> None:
     """A job whose units are queued and not yet run: in progress."""
     settings = JobSettings.from_env()
     body = {
         "job_id": job_id,
         "units": [{"id": f"u{i}", "payload": {"n": i}} for i in range(units)],
-        "callback_url": "http://127.0.0.1:9/done",
+        "callback_url": callback_url,
     }
     local = CallbackPolicy(parse_networks("127.0.0.0/8", "test"), allow_http=True)
     request = JobRequest.parse(json.dumps(body), max_units=100, policy=local)
     submit_job(request, JobStore(settings))
 
 
-def write_import_report(account: str, run_id: str, imported: int, rejected: int) -> None:
+def write_import_report(account: str, run_id: str, imported: int, rejected: int,
+                        reasons: tuple[tuple[int, str], ...] = ()) -> None:  # fmt: skip
+    """A completed run's report; `reasons`: rejected rows as (line, reason), kept in its file's
+    rejection samples as the import keeps them (with the member id, which views leave out)."""
     report = RunReport(account, run_id, run_id, "nightly", token=4)
     report.finish("completed")
     data = report.to_dict()
     data["totals"].update(records=imported + rejected, imported=imported, rejected=rejected)
+    if reasons:
+        samples = [{"location": f"members.csv:{line}", "member_id": f"M-{line:04}", "line": line,
+                    "reason": reason} for line, reason in reasons]  # fmt: skip
+        data["files"] = [{"name": "members.csv", "kind": "csv", "status": "processed",
+                          "records": imported + rejected, "imported": imported,
+                          "rejected": rejected, "rejections": samples}]  # fmt: skip
     container = storage.blob_service().get_container_client(report_container())
     if not container.exists():
         container.create_container()
     container.upload_blob(f"{account}/reports/{run_id}/report.json", json.dumps(data))
+
+
+@contextlib.contextmanager
+def failing_receiver(status: int = 500) -> Iterator[str]:
+    """A callback receiver on 127.0.0.1 that answers every POST with `status`; its URL."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/done"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fail_callback(job_id: str, url: str) -> None:
+    """A job that succeeded whose callback `url` fails for now: its finalizer tries once
+    (JOB_CALLBACK_ATTEMPTS=1) and notes the failed try on the outcome, as in production."""
+    from shared.jobs.finalize import finalize
+    from shared.jobs.records import Completion, JobStatus
+
+    settings = replace(JobSettings.from_env(), callback_attempts=1,
+                       callback_policy=CallbackPolicy(parse_networks("127.0.0.0/8", "test"),
+                                                      allow_http=True))  # fmt: skip
+    store = JobStore(settings)
+    start_job(job_id, 3, url)
+    now = time.time()
+    outcome = Completion(job_id, JobStatus.SUCCEEDED, 3, 0, [], url, now - 120, now - 120,
+                         "test")  # fmt: skip
+    created, _ = store.create_completion(outcome)
+    assert created is not None
+    assert finalize(store, created) is None  # not announced: the watcher comes back
+    stored = store.read_completion(job_id)
+    assert stored is not None and stored.failed_tries is not None
+
+
+def poison_message(queue: str, reason: str) -> None:
+    """A message the app moved to `queue`'s poison queue at once (shared.poison.reject)."""
+    from shared.poison import reject
+
+    message = func.QueueMessage(id=f"m-{time.time_ns()}", body=b'{"event_id": 1}')
+    reject(message, queue, reason)
 
 
 def report_container() -> str:

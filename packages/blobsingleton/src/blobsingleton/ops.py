@@ -30,9 +30,9 @@ from urllib.parse import unquote
 
 from azure.core.exceptions import HttpResponseError
 
-from blobsingleton import _connection
+from blobsingleton import _connection, _listing
 from blobsingleton._blob_lease import WaitingLine
-from blobsingleton._blob_records import BlobRecordStore
+from blobsingleton._blob_records import BlobRecordStore, RecordBlob, quoted_etag
 from blobsingleton._connection import StorageAccount
 from blobsingleton._events import emit
 from blobsingleton._keys import blob_name, encode_key, validate_key
@@ -40,8 +40,8 @@ from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._keys import prefix as scoped_prefix
 from blobsingleton._lease import MAX_PERIOD, SLOT_MARK, slot_name
 from blobsingleton._owner import Owner
-from blobsingleton._records import Record, Status
-from blobsingleton._storage_errors import created_if_missing, error_code, unavailable_as
+from blobsingleton._records import IN_BODY, Record, Status
+from blobsingleton._storage_errors import Meaning, created_if_missing, meaning, unavailable_as
 from blobsingleton.errors import (
     InvalidKey,
     InvalidRequest,
@@ -66,9 +66,13 @@ class Page:
     items: list[dict[str, Any]]
     next: str | None
     namespace: str = ""
+    #: The page stopped at the bound on storage requests before it was full: more may match
+    #: after `next` (a filter that matches little of a long listing).
+    partial: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "items": self.items, "next": self.next}
+        return {"namespace": self.namespace, "items": self.items, "next": self.next,
+                "partial": self.partial}  # fmt: skip
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -109,25 +113,42 @@ def validate_limit(limit: object, default: int = 50) -> int:
     return value
 
 
-def _listing(
-    container: Any, namespace: str, prefix: str, limit: int, marker: str | None, **kw: Any
-) -> tuple[list[tuple[str | None, str, Any]], str | None]:
-    """One page of `namespace` as (scope, key, blob), filtered by `prefix` after listing."""
-    pages = container.list_blobs(
-        name_starts_with=f"{namespace}/", results_per_page=limit, **kw
-    ).by_page(continuation_token=marker or None)
+def _sources(container: Any, namespace: str, prefix: str) -> list[str]:
+    """The storage prefixes of the keys starting with `prefix`: the app's, and each function's
+    own (one listing of the function scopes). Storage filters by them: a page holds matches."""
+    if not prefix:
+        return [f"{namespace}/"]
+    encoded = encode_key(prefix)
+    scopes = container.walk_blobs(name_starts_with=f"{namespace}/@", delimiter="/")
+    found = [str(p.name)[len(namespace) + 2 : -1] for p in scopes if str(p.name).endswith("/")]
+    return [f"{namespace}/{encoded}"] + [
+        f"{namespace}/@{scope}/{encoded}" for scope in found if _SCOPE.fullmatch(scope)
+    ]
+
+
+def _scan(
+    container: Any,
+    namespace: str,
+    prefix: str,
+    limit: int,
+    marker: str | None,
+    fetch: _listing.Fetch[dict[str, Any]],
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+) -> Page:
+    """One page of the items `fetch` makes of the blobs whose key starts with `prefix`, those
+    `keep` keeps: storage pages are listed (prefix sent to storage) until the page is full or
+    the listing ends, at most `_listing.MAX_SCAN_REQUESTS` List Blobs requests per call."""
     try:
         with unavailable_as("list"):
-            first = next(pages, None)
-            page = [] if first is None else list(first)
+            sources = _sources(container, namespace, prefix)
+            found = _listing.scan(sources, fetch, limit, marker, keep)
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
     except HttpResponseError as error:
-        if error_code(error) == "ContainerNotFound":
-            return [], None
+        if meaning(error) is Meaning.NO_CONTAINER or error.status_code == 404:
+            return Page([], None, namespace)
         raise
-    if first is None:
-        return [], None
-    found = [(*named, blob) for blob in page if (named := _key_of(blob.name, namespace))]
-    return [f for f in found if f[1].startswith(prefix)], pages.continuation_token or None
+    return Page(found.items, found.next_marker, namespace, partial=found.partial)
 
 
 def _key_of(name: str, namespace: str) -> tuple[str | None, str] | None:
@@ -177,29 +198,47 @@ def list_locks(
     limit: int = 50,
     marker: str | None = None,
     *,
+    held: bool | None = None,
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> Page:
-    """One page of locks, held or free, whose key starts with `prefix`: `limit` items from
-    `marker` (a previous page's `next`). `waiting`: live fair waiters in the key's line;
-    `slot`: which slot of a `LeaseSemaphore` (`limit` above 1) the item is, else None. The
-    holder shows once it published its owner record (at its first renewal, or at acquire with
+    """One page of locks whose key starts with `prefix` (sent to storage as the listing's
+    prefix), only held (`held=True`) or free ones if asked: `limit` items from `marker` (a
+    previous page's `next`). `waiting`: live fair waiters in the key's line; `slot`: which slot
+    of a `LeaseSemaphore` (`limit` above 1) the item is, else None. The holder shows once it
+    published its owner record (at its first renewal, or at acquire with
     `publish_owner_at_acquire`), else `instance` is null. A held lease lasts at most one period
-    (15-60 s) past its last renewal. One listing, plus one per held key for `waiting`."""
+    (15-60 s) past its last renewal (`last_change`: its last renewal that rewrote the owner
+    record, or its acquire). Storage pages are listed until the page is full or the listing
+    ends (at most `_listing.MAX_SCAN_REQUESTS`), plus one listing per held key for `waiting`."""
     locks = _connection.container(None, _connection.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
-    found, following = _listing(
-        locks, ns, validate_prefix(prefix), limit, marker, include=["metadata"]
-    )
-    items = [_lock_item(scope, key, blob) for scope, key, blob in found]
+
+    def fetch(
+        source: str, size: int, storage_marker: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any] | None]], str | None]:
+        # by_page() is typed as a plain iterator; it is azure-core's PageIterator, with the token
+        pages: Any = locks.list_blobs(
+            name_starts_with=source, include=["metadata"], results_per_page=size
+        ).by_page(continuation_token=storage_marker)
+        page = list(next(pages, []))
+        return [(b.name, _lock_of(b, ns)) for b in page], pages.continuation_token or None
+
+    keep = None if held is None else (lambda item: bool(item["held"]) == held)
+    page = _scan(locks, ns, validate_prefix(prefix), limit, marker, fetch, keep)
     waiting: dict[tuple[str | None, str], int] = {}
-    for item in items:  # fair waiters in line: one listing per held key (a free one has none)
+    for item in page.items:  # fair waiters in line: one listing per held key (a free one has none)
         held_key = (item["scope"], item["key"])
         if item["held"] and held_key not in waiting:
             name = blob_name(_prefix(ns, item["scope"]), item["key"])
             waiting[held_key] = len(WaitingLine(locks, name, item["key"], MAX_PERIOD).live())
         item["waiting"] = waiting.get(held_key, 0) if item["held"] else 0
-    return Page(items, following, ns)
+    return page
+
+
+def _lock_of(blob: Any, namespace: str) -> dict[str, Any] | None:
+    named = _key_of(blob.name, namespace)
+    return None if named is None else _lock_item(*named, blob)
 
 
 def _run_item(scope: str | None, record: Record, outcome: bool = False) -> dict[str, Any]:
@@ -214,6 +253,8 @@ def _run_item(scope: str | None, record: Record, outcome: bool = False) -> dict[
         "owner": record.owner,
         "started": _iso(record.started_at),
         "expires": _iso(record.expires_at),
+        # in storage's time (the reader's clock may drift): negative once expired
+        "expires_in_s": round(record.remaining(), 1),
     }
     if outcome:  # what the function returned may hold the app's data: only when asked
         item["outcome"] = record.result if record.status == Status.COMPLETED else None
@@ -230,23 +271,93 @@ def list_runs(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> Page:
-    """One page of run-once records whose key starts with `prefix`, only those in `state` if
-    given (expiry judged in storage's time); with `outcomes`, each completed run's stored result
-    (whatever the function returned). One listing plus one read per record; `state` filters
-    after reading, so a page may hold fewer than `limit` items (follow `next`)."""
+    """One page of run-once records whose key starts with `prefix` (sent to storage as the
+    listing's prefix), only those in `state` if given (expiry judged in storage's time): the
+    listing goes on until the page holds `limit` of them or ends (at most
+    `_listing.MAX_SCAN_REQUESTS` List Blobs requests; `partial` says the bound came first).
+    Each record is read from its listing's metadata (a read only for one that carries neither
+    record nor summary); with `outcomes`, each completed run's stored result (whatever the
+    function returned; a read when it is kept in the body only)."""
     if state not in (None, "", *STATES):
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}, not {state!r}")
     records = _connection.container(None, _connection.RECORD_CONTAINER, storage)
     ns = resolve_namespace(namespace)
-    found, following = _listing(records, ns, validate_prefix(prefix), limit, marker)
-    items = []
-    for scope, key, _ in found:
-        record = BlobRecordStore(records, namespace=ns, scope=scope).get(key)
+    stores: dict[str | None, BlobRecordStore] = {}
+
+    def read(scope: str | None, key: str) -> Record | None:
+        store = stores.get(scope) or stores.setdefault(
+            scope, BlobRecordStore(records, namespace=ns, scope=scope)
+        )
+        return store.get(key)
+
+    def fetch(
+        source: str, size: int, storage_marker: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any] | None]], str | None]:
+        page = _listing.list_page(records, source, size, storage_marker)
+        found: list[tuple[str, dict[str, Any] | None]] = []
+        for blob in page.items:
+            named = _key_of(blob.name, ns)
+            record = None if named is None else RecordBlob.from_metadata(
+                blob.metadata, quoted_etag(blob.etag), blob.last_modified, page.served_at,
+                summary=True,
+            )  # fmt: skip
+            if named is not None and (record is None or (outcomes and record.result is IN_BODY)):
+                record = read(*named)  # too large for the metadata: its body
+            found.append((blob.name, None if named is None or record is None
+                          else _run_item(named[0], record, outcomes)))  # fmt: skip
+        return found, page.next_marker
+
+    keep = (lambda item: item["state"] == state) if state else None
+    return _scan(records, ns, validate_prefix(prefix), limit, marker, fetch, keep)
+
+
+def count_runs(
+    *, storage: StorageAccount | None = None, namespace: str | None = None
+) -> dict[str, int]:
+    """How many run-once records are in each state (`STATES`), from one listing with metadata
+    (one List Blobs request per 5,000 records; a record too large for its metadata is counted
+    from its summary)."""
+    records = _connection.container(None, _connection.RECORD_CONTAINER, storage)
+    ns = resolve_namespace(namespace)
+    counts = dict.fromkeys(STATES, 0)
+    try:
+        with unavailable_as("list"):
+            listed, served_at = _listing.list_all(records, f"{ns}/")
+    except HttpResponseError as error:
+        if meaning(error) is Meaning.NO_CONTAINER or error.status_code == 404:
+            return counts
+        raise
+    for blob in listed:
+        named = _key_of(blob.name, ns)
+        record = None if named is None else RecordBlob.from_metadata(
+            blob.metadata, quoted_etag(blob.etag), blob.last_modified, served_at, summary=True
+        )  # fmt: skip
         if record is not None:
-            item = _run_item(scope, record, outcomes)
-            if not state or item["state"] == state:
-                items.append(item)
-    return Page(items, following, ns)
+            counts[_run_item(None, record)["state"]] += 1
+    return counts
+
+
+def _find_scope(
+    lister: Callable[..., Page], key: str, storage: StorageAccount | None, namespace: str | None
+) -> str | None:
+    """The scope of the one lock or record named exactly `key` when none was given: the app's
+    if it has one, else the one function's that has it; `NotFound` or, when several functions
+    have it, `InvalidRequest` naming them (listings are by prefix: filtered to the key)."""
+    found: list[str | None] = []
+    marker = None
+    while True:
+        page = lister(key, limit=MAX_PAGE, marker=marker, storage=storage, namespace=namespace)
+        found += [i["scope"] for i in page.items if i["key"] == key and i["scope"] not in found]
+        marker = page.next
+        if not marker:
+            break
+    if None in found or not found:
+        return None  # the app's own, or nothing anywhere (the caller says which)
+    if len(found) > 1:
+        scopes = ", ".join(sorted(str(s) for s in found))
+        raise InvalidRequest(f"{key!r} is the key of several functions ({scopes}): say which "
+                             "with --scope (?scope=)")  # fmt: skip
+    return found[0]
 
 
 def _audit(storage: StorageAccount | None, action: str, entry: dict[str, Any]) -> str:
@@ -272,11 +383,14 @@ def break_lock(
     slot: int | None = None,
 ) -> dict[str, Any]:
     """Break the lease on `key` now (audited); its holder sees the loss at its next renewal.
-    `slot`: which slot of a `LeaseSemaphore` (as `list_locks` shows it). Returns the token now:
-    the next holder's is higher, so a store that checks tokens refuses the old holder's
-    writes."""
+    `slot`: which slot of a `LeaseSemaphore` (as `list_locks` shows it). `scope` None: the
+    app's lock, else the one function's lock of that key (found; the answer names it).
+    Returns the token now: the next holder's is higher, so a store that checks tokens refuses
+    the old holder's writes."""
     validate_key(key)
     reason = validate_reason(reason)
+    if scope is None:
+        scope = _find_scope(list_locks, key, storage, namespace)
     locks = _connection.container(None, _connection.LOCK_CONTAINER, storage)
     ns = resolve_namespace(namespace)
     name = blob_name(_prefix(ns, scope), key)
@@ -294,7 +408,7 @@ def break_lock(
     try:
         BlobLeaseClient(blob).break_lease(lease_break_period=0)
     except HttpResponseError as error:
-        if error_code(error) == "LeaseNotPresentWithLeaseOperation":
+        if meaning(error) is Meaning.NOT_OURS:
             raise NotHeld(f"lock {key!r} was released before the break") from error
         raise
     token = int(blob.get_blob_properties().page_blob_sequence_number or 0)
@@ -315,11 +429,14 @@ def reset_run(
     storage: StorageAccount | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """Delete the run-once record of `key` (of function `scope`, else the app's), so the key
-    runs again; audited."""
+    """Delete the run-once record of `key` (of function `scope`; None: the app's, else the one
+    function's record of that key, found, and named in the answer), so the key runs again;
+    audited."""
     validate_key(key)
     reason = validate_reason(reason)
     _prefix("", scope)
+    if scope is None:
+        scope = _find_scope(list_runs, key, storage, namespace)
     store = BlobRecordStore(storage=storage, namespace=namespace, scope=scope or None)
     record = store.get(key)
     if record is None or record.etag is None:
@@ -381,7 +498,9 @@ def build_parser(
     commands = parser.add_subparsers(dest="command", required=True)
     for name in app_listings:
         add_listing_arguments(commands.add_parser(name, help=f"the app's {name}"))
-    add_listing_arguments(commands.add_parser("locks", help="every lock, held or free"))
+    locks = commands.add_parser("locks", help="every lock, held or free")
+    add_listing_arguments(locks)
+    locks.add_argument("--held", action="store_true", help="only held locks")
     runs = commands.add_parser("runs", help="run-once records")
     add_listing_arguments(runs)
     runs.add_argument("--state", choices=STATES)
@@ -409,7 +528,9 @@ def run_command(
     scoped = {**where, "scope": getattr(args, "scope", None)}
     by = getattr(args, "by", None) or default_operator()
     actions: dict[str, Callable[[], Any]] = {
-        "locks": lambda: list_locks(args.prefix, args.limit, args.next, **where),
+        "locks": lambda: list_locks(
+            args.prefix, args.limit, args.next, held=True if args.held else None, **where
+        ),
         "runs": lambda: list_runs(
             args.prefix, args.state, args.limit, args.next, outcomes=args.outcomes, **where
         ),
@@ -447,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["InvalidRequest", "NotFound", "NotHeld", "OpsError", "Page", "break_lock",
-           "list_locks", "list_runs", "reset_run"]  # fmt: skip
+           "count_runs", "list_locks", "list_runs", "reset_run"]  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -120,3 +120,100 @@ def test_names_the_service_percent_encodes_are_decoded() -> None:
     ]
     assert page.next_marker is None
     assert page.served_at == datetime(2026, 11, 24, 5, 0, 1, tzinfo=UTC).timestamp()
+
+
+# -- the operators' listings: prefix and filters applied by the listing, not per page ----------
+
+
+def _records(count: int) -> None:
+    """`count` completed records sorting before the ones under test, two in progress (one of a
+    function's own) and one expired: the trial's 69."""
+    import time
+
+    from blobsingleton.records import BlobRecordStore, Record, Status
+
+    now = time.time()
+    store = BlobRecordStore()
+    for i in range(count):
+        store.put_if_absent(Record(f"a-email-{i:03}", Status.COMPLETED, now + 600, now - 5))
+    store.put_if_absent(Record("nightly-import-2026", Status.IN_PROGRESS, now + 600, now - 5))
+    BlobRecordStore(scope="import_account").put_if_absent(
+        Record("import-acme-2026", Status.IN_PROGRESS, now + 600, now - 5)
+    )
+    store.put_if_absent(Record("nightly-import-2025", Status.IN_PROGRESS, now - 60, now - 900))
+
+
+def test_a_state_filter_fills_the_page_from_the_whole_listing(storage_env: str) -> None:
+    from blobsingleton import ops
+
+    _records(66)
+    page = ops.list_runs(state="in_progress", limit=50)
+    assert sorted(i["key"] for i in page.items) == ["import-acme-2026", "nightly-import-2026"]
+    assert page.next is None and not page.partial
+    assert [i["key"] for i in ops.list_runs(state="expired", limit=50).items] == [
+        "nightly-import-2025"
+    ]
+    assert ops.count_runs() == {"in_progress": 2, "completed": 66, "expired": 1}
+    # unfiltered, pages of 50 then 19: every record once, in order, the marker honest
+    first = ops.list_runs(limit=50)
+    assert len(first.items) == 50 and first.next
+    second = ops.list_runs(limit=50, marker=first.next)
+    assert len(second.items) == 19 and second.next is None
+    keys = [i["key"] for i in first.items + second.items]
+    assert len(set(keys)) == 69
+
+
+def test_a_prefix_is_the_listings_prefix_so_the_first_page_holds_the_match(
+    storage_env: str,
+) -> None:
+    from blobsingleton import BlobLease, ops
+
+    _records(30)
+    page = ops.list_runs("nightly-import-2026", limit=10)
+    assert [i["key"] for i in page.items] == ["nightly-import-2026"] and page.next is None
+    # a function's own record is found under its scope by the same prefix
+    [acme] = ops.list_runs("import-acme", limit=10).items
+    assert acme["scope"] == "import_account"
+    # a page that fills half-way through a storage page resumes right after its last item
+    seen, marker = [], None
+    while True:
+        page = ops.list_runs("a-email-", limit=7, marker=marker)
+        seen += [i["key"] for i in page.items]
+        if not page.next:
+            break
+        marker = page.next
+    assert seen == [f"a-email-{i:03}" for i in range(30)]
+    with pytest.raises(ops.InvalidRequest, match="not one this listing gave"):
+        ops.list_runs(marker="not-a-marker")
+    # locks: the prefix goes to storage, and `held` filters the listing
+    leases = [BlobLease(f"lock-{i:02}").acquire(timeout=10) for i in range(12)]
+    for lease in leases[:11]:
+        lease.release()
+    held = ops.list_locks(limit=5, held=True)
+    assert [i["key"] for i in held.items] == ["lock-11"] and held.next is None
+    assert [i["key"] for i in ops.list_locks("lock-1", limit=5).items] == ["lock-10", "lock-11"]
+    leases[11].release()
+
+
+def test_a_filter_matching_little_of_a_long_listing_stops_at_its_request_bound(
+    container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from blobsingleton import _listing
+
+    monkeypatch.setattr(_listing, "SCAN_PAGE", 1)
+    monkeypatch.setattr(_listing, "MAX_SCAN_REQUESTS", 3)
+
+    def fetch(prefix: str, size: int, marker: str | None) -> Any:
+        page = list_page(container, prefix, size, marker)
+        return [(i.name, i.name) for i in page.items], page.next_marker
+
+    def last(name: str) -> bool:
+        return name.endswith("last")
+
+    found = _listing.scan(["ns/"], fetch, 1, keep=last)
+    assert found.items == [] and found.partial and found.requests == 3 and found.next_marker
+    items, marker = [], found.next_marker
+    while marker:
+        more = _listing.scan(["ns/"], fetch, 1, marker, keep=last)
+        items, marker = items + more.items, more.next_marker
+    assert items == ["ns/z-last"]
