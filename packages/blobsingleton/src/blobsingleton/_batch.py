@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -16,7 +15,6 @@ from blobsingleton._busy import (
     Admission,
     BusyHandling,
     Guard,
-    find_message,
     refuse_unfit_arguments,
 )
 from blobsingleton._invocation import in_thread, invocation_scope, off_loop
@@ -26,11 +24,9 @@ from blobsingleton._records import (
     Record,
     RecordStore,
     Status,
-    differing_fields,
     reads_many,
 )
-from blobsingleton._results import Results
-from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
+from blobsingleton.errors import BatchFailed, KeyTemplateError
 
 log = logging.getLogger("blobsingleton")
 
@@ -185,7 +181,7 @@ class _LookUp:
         self._refreshes = max(1, len(self._pending) // REFRESH_EVERY)
         self._lock = threading.Lock()
 
-    def take(self, key: str) -> tuple[bool, Record | None]:
+    def first_look(self, key: str) -> tuple[bool, Record | None]:
         """Whether `key` was looked at, and the record found (once; a record whose result is in
         its body is read whole by the claim)."""
         with self._lock:
@@ -301,64 +297,33 @@ class BatchSpec:
         """Whether `entry` was found completed with its result in its record's body: then it
         is replayed, the result read when asked for (`ItemResult.value`)."""
         handler = entry.guard
-        if not isinstance(handler, OnceHandler) or handler.results is None:
-            return False
-        results = handler.results
-        if entry.listed is None:
+        if not isinstance(handler, OnceHandler) or entry.listed is None:
             return False
         record = entry.listed.stored_in_body(handler.key)
         if record is None:
             return False
-        if handler.payload and record.payload_hash and record.payload_hash != handler.payload:
-            raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
-                                                                handler.payload))  # fmt: skip
-        on_replay = handler.on_replay
-        telemetry.emit("replay", key=handler.key, function=results.function,
-                       attempt=record.attempt)  # fmt: skip
-        load = functools.partial(_read_result, handler.store, handler.key, results, on_replay)
+        load = handler.replay_later(record)
         entry.result = ItemResult(entry.item, handler.key, "replayed", load=load)
         return True
 
     def admitted(self, entry: _Item, admission: Admission, call: telemetry.Invocation) -> bool:
-        """Whether `entry` runs; else its result is set (replayed, skipped, busy...)."""
+        """Whether `entry` runs; else its result is what a single call would have returned
+        (`BusyHandling.not_admitted`: replayed, skipped, deferred...), or, still busy where a
+        single call raises (WAIT), the busy error."""
         guard = entry.guard
         assert guard is not None
         call.waited(**guard.describe())
         if admission.run:
-            call.outcome = "ran"
             return True
-        key = entry.key
-        if admission.busy is None:
-            call.outcome = admission.outcome
-            entry.result = ItemResult(entry.item, key, _outcome(admission.outcome),
-                                      admission.result)  # fmt: skip
+        try:
+            value = self.busy.not_admitted(call, admission, self.name(), entry.arguments)
+        except Exception as error:
+            if error is not admission.busy:
+                raise
+            entry.result = ItemResult(entry.item, entry.key, "busy", error=error)
             return False
-        if self.busy_policy_waits(entry):
-            call.outcome = "busy"
-            entry.result = ItemResult(entry.item, key, "busy", error=admission.busy)
-            return False
-        call.outcome = self.busy.outcome(admission)
-        value = self.busy.apply(admission, self.name(), entry.arguments)
-        entry.result = ItemResult(entry.item, key, _outcome(call.outcome), value)
+        entry.result = ItemResult(entry.item, entry.key, _outcome(call.outcome), value)
         return False
-
-    def busy_policy_waits(self, entry: _Item) -> bool:
-        """Whether `entry`'s second look waits for the key (WAIT; DEFER without a message)."""
-        return self.busy.waits or (self.busy.defers and find_message(entry.arguments) is None)
-
-
-def _read_result(
-    store: RecordStore, key: str, results: Results, on_replay: Callable[[Any], Any] | None
-) -> Any:
-    """A replayed item's result, read from its record (listed completed, result in the body)."""
-    record = store.get(key)
-    if record is None or record.status != Status.COMPLETED:
-        raise RecordConflict(
-            f"run-once key {key!r}: its completed record changed (reset, or expired) before "
-            "its result was read"
-        )
-    value = results.replay(key, record.result)
-    return on_replay(value) if on_replay else value
 
 
 def _outcome(name: str) -> ItemOutcome:
@@ -425,7 +390,8 @@ def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, _
     started = time.monotonic()
     for entry in busy:
         spent = time.monotonic() - started
-        yield entry, (spec.busy_policy_waits(entry), spec.hold - spent, spec.wait_timeout - spent)
+        yield entry, (spec.busy.waits_for(entry.arguments), spec.hold - spent,
+                      spec.wait_timeout - spent)  # fmt: skip
 
 
 def each(spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -106,7 +106,7 @@ class Listed(Protocol):
     (None: absent), taken once; told when a create it let through lost (another instance works
     on the same batch)."""
 
-    def take(self, key: str) -> tuple[bool, Record | None]: ...
+    def first_look(self, key: str) -> tuple[bool, Record | None]: ...
 
     def lost(self) -> None: ...
 
@@ -177,7 +177,7 @@ class OnceHandler(Guard):
         """Save the record in progress, or act on the one there: on EXECUTE the key is ours.
         The record to start from: a batch's look-up's (`listed`), else the speed layer's, else
         none (create). The claim's deadline runs from the send of the write that made it."""
-        looked, record = listed.take(self.key) if listed is not None else (False, None)
+        looked, record = listed.first_look(self.key) if listed is not None else (False, None)
         if not looked and self.speed is not None:
             record = self.speed.before_create(self.key)
         for _ in range(MAX_RACES):
@@ -245,16 +245,45 @@ class OnceHandler(Guard):
             return RUN
         record = outcome.record
         if outcome.decision == Decision.STORED:
-            assert self.results is not None, "a guard has its function's results"
-            emit("replay", key=self.key, function=self.results.function, attempt=record.attempt)
-            result = self.results.replay(self.key, record.result)
-            replayed = self.on_replay(result) if self.on_replay else result
-            return Admission(run=False, result=replayed, outcome="replayed")
+            return Admission(run=False, result=self._replay(record), outcome="replayed")
         if outcome.decision == Decision.ABANDONED:
             return Admission(run=False)
         return Admission(
             run=False, busy=self.busy_error(record), retry_after=self.retry_after(record)
         )
+
+    def _replay(self, record: Record) -> Any:
+        """A duplicate's copy of the result `record` stores (each replay an `event=replay`)."""
+        self._replayed(record)
+        return self._copy(record)
+
+    def _replayed(self, record: Record) -> None:
+        assert self.results is not None, "a guard has its function's results"
+        emit("replay", key=self.key, function=self.results.function, attempt=record.attempt)
+
+    def _copy(self, record: Record) -> Any:
+        assert self.results is not None, "a guard has its function's results"
+        result = self.results.replay(self.key, record.result)
+        return self.on_replay(result) if self.on_replay else result
+
+    def replay_later(self, record: Record) -> Callable[[], Any]:
+        """For a completed `record` a batch's listing found with its result in its body,
+        decided as any record found (another payload: `PayloadMismatch`): the replay, whose
+        result is read (one request) when it is called."""
+        decided = self._decide(record)
+        assert isinstance(decided, Outcome) and decided.decision == Decision.STORED
+        self._replayed(record)
+
+        def read() -> Any:
+            whole = self.store.get(self.key)
+            if whole is None or whole.status != Status.COMPLETED:
+                raise RecordConflict(
+                    f"run-once key {self.key!r}: its completed record changed (reset, or "
+                    "expired) before its result was read"
+                )
+            return self._copy(whole)
+
+        return read
 
     def _lease_lost_by(self, record: Record) -> bool:
         """Whether `record` was written under the lease this run holds, by an earlier holder

@@ -1,5 +1,5 @@
 """Run-once records, for a store of your own: implement `RecordStore`'s four operations.
-`@once(store=...)` takes any `RecordStore`; `BlobRecordStore` is the default one, on blobs."""
+`@once(storage=...)` takes any `RecordStore`; `BlobRecordStore` is the default one, on blobs."""
 
 from blobsingleton._blob_records import BlobRecordStore
 from blobsingleton._records import Record, RecordStore, Status

@@ -155,6 +155,8 @@ def main(path: str) -> None:
         "per_file": {f: sum(1 for g, _ in tracer.lines if os.path.relpath(g, package) == f)
                      for f in files},
         "outcome": outcome, "threads": sorted(t.name for t in threading.enumerate()),
+        **({"detail": sorted((os.path.relpath(f, package), n) for f, n in tracer.lines)}
+           if os.environ.get("WALK_DETAIL") else {}),
     }))  # fmt: skip
     server.shutdown()
 
