@@ -313,7 +313,7 @@ class BusyHandling:
             return None
         if isinstance(policy, Defer):
             message = find_message(arguments)
-            assert message is not None, "DEFER applied without its message (see `guarded`)"
+            assert message is not None, "DEFER applied without its message (see `waits_for`)"
             delay = policy.after if policy.after is not None else self.default_after
             delay = delay if delay is not None else admission.retry_after
             self._defer(policy.queue or "", message, delay, reason=str(error))

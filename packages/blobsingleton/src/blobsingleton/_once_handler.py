@@ -240,7 +240,7 @@ class OnceHandler(Guard):
 
     def _admission(self, outcome: Outcome) -> Admission:
         """What `_decide`'s outcome means for the invocation: run, a replay, nothing, or busy
-        (then its policy, in `_busy.guarded`): the status table's other half, beside it."""
+        (then its policy, `BusyHandling.not_admitted`): the status table's other half."""
         if outcome.decision == Decision.EXECUTE:
             return RUN
         record = outcome.record
