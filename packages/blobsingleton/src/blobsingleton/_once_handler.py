@@ -193,12 +193,12 @@ class OnceHandler(Guard):
                     return decided
                 return self._claim(self.store.replace(decided, record.etag or ""), sent_at)
             except RecordConflict as conflict:
-                existing = conflict.existing
                 if creates and listed is not None:
                     listed.lost()
                 if creates and self.speed is not None:
-                    existing = self.speed.lost_to(self.key, existing)
-                record = existing or self._read()
+                    record = self.speed.lost_to(self.key, conflict.existing)
+                else:
+                    record = self._after_conflict(conflict)
                 if self._ours(record, Status.IN_PROGRESS):  # our write landed, its answer lost
                     return self._claim(record, sent_at)
         raise RecordConflict(f"run-once key {self.key!r}: lost {MAX_RACES} races in a row")

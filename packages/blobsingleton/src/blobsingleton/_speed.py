@@ -99,13 +99,15 @@ class SpeedLayer:
         return found
 
     def lost_to(self, key: str, existing: Record | None) -> Record | None:
-        """A create of `key` lost: the record it lost to (the store's answer, else watched for
-        up to LOST_RACE_WAIT s where the store watches; None: read it)."""
+        """A create of `key` conflicted: the record there (the store's answer, else watched for
+        up to LOST_RACE_WAIT s where the store watches, else read; None: gone since). A record
+        completed there is a duplicate, not a lost race: only a record in progress (or none
+        seen) counts toward `CONTENDED`."""
         self.engaged = True
-        self._note(lost=True)
-        latest = existing or self._appears(key, LOST_RACE_WAIT, look=False)
+        latest = existing or self._appears(key, LOST_RACE_WAIT, look=False) or self.read(key)
+        done = latest is not None and latest.status == Status.COMPLETED
+        self._note(lost=not done, completed=done)
         if latest is not None:
-            self._note(completed=latest.status == Status.COMPLETED)
             self.remember(key, latest)
         return latest
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from blobsingleton import current_run, once
-from blobsingleton._speed import speed_for
+from blobsingleton._speed import forget_known, speed_for
 from blobsingleton.records import Status
 from blobsingleton.testing import MemoryRecordStore
 
@@ -70,3 +70,24 @@ def test_a_ranked_create_delay_does_not_count_against_the_runs_deadline() -> Non
     assert work(n) == n and ran == [n]
     assert time.monotonic() - started >= 1.6  # it did wait its rank
     assert store.records[f"order-{n}"].status == Status.COMPLETED
+
+
+def test_a_duplicate_of_a_completed_key_is_not_counted_as_a_lost_race() -> None:
+    """Issue 47: a create that conflicts with a completed record met a duplicate, not a copy
+    racing it; counted as a lost race, duplicates alone made a process wait ranked delays
+    before its creates. Only a record in progress (a race) counts toward contention."""
+    store = CustomStore()
+    layer = speed_for(store)
+    assert layer is not None
+
+    @once("order-{n}", storage=store)
+    def work(n: int) -> int:
+        return n
+
+    for n in range(10):
+        assert work(n) == n
+    forget_known()  # the duplicates below come to storage, as in another process
+    for n in range(10):
+        assert work(n) == n  # each a create that conflicts, then the completed record read
+    assert layer.engaged and layer.lost == 0.0 and layer.completed > 0.5
+    assert layer.create_delay("order-99") == 0.0  # no ranked wait for a key never raced
