@@ -7,6 +7,7 @@ not far fewer: the page is updated when the walk shrinks), and send the requests
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,6 +25,8 @@ STATED = re.compile(
 )
 #: A line count below this share of the page's means the page is out of date.
 SLACK = 0.9
+#: Settings of the suite's own process left out of the child's environment.
+UNSET = ("AzureWebJobs", "AzureFunctions", "BLOBSINGLETON", "RUNONCE", "LOCK_", "OTEL", "WEBSITE")
 
 
 def _stated() -> dict[str, dict[str, Any]]:
@@ -39,9 +42,12 @@ def _stated() -> dict[str, dict[str, Any]]:
 
 
 def _traced(walk: str) -> dict[str, Any]:
+    # A fresh process with none of this one's storage, namespace, host or telemetry settings:
+    # the walk of the defaults, whatever the suite around it set.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(UNSET)}
     child = subprocess.run(
         [sys.executable, str(HERE / "walk_child.py"), walk],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=120, check=True, env=env,
     )  # fmt: skip
     return dict(json.loads(child.stdout.strip().splitlines()[-1]))
 
