@@ -155,7 +155,7 @@ def test_one_request_per_tick_for_every_key_waiting_in_the_process(storage_env: 
 
 
 def test_first_looks_at_the_same_moment_share_one_listing(storage_env: str) -> None:
-    store = BlobRecordStore()
+    store = BlobRecordStore(scope=f"looks-{uuid.uuid4().hex[:8]}")  # a speed layer of its own
     now = time.time()
     store.put_if_absent(
         Record(key="seen-00", status=Status.COMPLETED, expires_at=now + 60, started_at=now,
@@ -215,7 +215,7 @@ def _racing_store(run_s: float) -> tuple[BlobRecordStore, RequestCounter]:
         os.environ["AzureWebJobsStorage"], os.environ["RUNONCE_CONTAINER"],
         raw_request_hook=counter,
     )  # fmt: skip
-    store = BlobRecordStore(container)
+    store = BlobRecordStore(container, scope=f"racing-{uuid.uuid4().hex[:8]}")  # its own layer
     crashed_run(store, f"warm-{uuid.uuid4().hex}", 60.0)  # the container exists
     layer = _layer(store)
     layer.engaged, layer.lost, layer.run_s = True, 1.0, run_s
