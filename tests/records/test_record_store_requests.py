@@ -1,7 +1,7 @@
 """Each `RecordStore` operation of the blob store is one storage request, as the lock blob's
 are (issue 40): counted at a real HTTP proxy in front of Azurite (`harness.fault_proxy`, no
 faults), each operation in a fresh process whose store has never seen the key, for a new key
-and an existing one. What makes claims fast is beside the store (`_records.FastRecords`), not in it.
+and an existing one. What makes claims fast is beside the store (`_speed.SpeedLayer`), not in it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """The backends a test puts in place of Blob Storage: leases, record stores, DEFER's queue and the
 clock a timer's `{occurrence}` is judged at (`blobsingleton.testing.memory_backends`); Blob
 Storage's are built by the decorators that use them (`_singleton.default_lease`,
-`_once.record_store`, `_busy.send_message`) when nothing is set."""
+`_once._records_for`, `_busy.send_message`) when nothing is set; and the clock run-once
+records are stamped by (`record_clock`)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,3 +50,10 @@ def backends_now() -> datetime | None:
     """The time a timer invocation's `{occurrence}` is judged at: the backends' (a test's
     clock), else None (the wall clock)."""
     return _backends[0].now() if _backends else None
+
+
+def record_clock() -> Callable[[], float]:
+    """The clock run-once records are stamped by: the test kit's inside `memory_backends()`
+    (so a ledger judges a run's start on the kit's clock), else the wall clock."""
+    clock = getattr(current_backends(), "clock", None)
+    return clock if callable(clock) else time.time

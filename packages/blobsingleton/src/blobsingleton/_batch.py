@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from blobsingleton import _telemetry as telemetry
-from blobsingleton._busy import Admission, BusyHandling, Guard, find_message
-from blobsingleton._events import emit
+from blobsingleton._busy import (
+    Admission,
+    BusyHandling,
+    Guard,
+    refuse_unfit_arguments,
+)
 from blobsingleton._invocation import in_thread, invocation_scope
 from blobsingleton._off_loop import off_loop
 from blobsingleton._once_handler import OnceHandler
@@ -22,14 +25,9 @@ from blobsingleton._records import (
     Record,
     RecordStore,
     Status,
-    differing_fields,
-    plain,
     reads_many,
 )
-from blobsingleton.errors import BatchFailed, KeyTemplateError, PayloadMismatch, RecordConflict
-
-if TYPE_CHECKING:
-    from blobsingleton._once import Results
+from blobsingleton.errors import BatchFailed, KeyTemplateError
 
 log = logging.getLogger("blobsingleton")
 
@@ -163,18 +161,19 @@ class MaybeSkippedOnce(Protocol):
     def __call__(self, fn: Callable[P, R], /) -> OnceFunction[P, R | None]: ...
 
 
-class _Prefetched(RecordStore):
-    """A store whose first create of each key of a batch is answered from the batch's look-up:
-    a record listed is a conflict carrying it (decided as any record found there); anything
-    else, and every later call, goes to `inner`. The claim stays the arbiter: a key listed
-    absent is created conditionally, so a run another instance started since still runs once.
-    A create that loses a race (another instance works on the same batch) has the keys not yet
-    claimed looked up again before the next create (MAX_REFRESHES times at most), so a batch
-    behind another one replays what it finished instead of racing it key by key."""
+class _LookUp:
+    """One look-up of many keys of a batch on one store (`OnceHandler.enter(listed=...)`): each
+    key's first look starts from the record found (decided as any record found on a create:
+    completed, replayed; in progress, busy; expired, taken over by a conditional replace) or,
+    found absent, creates it conditionally, so a run another instance started since still runs
+    once. A create that loses a race (another instance works on the same batch) has the keys
+    not yet claimed looked up again before the next create (once per REFRESH_EVERY keys at
+    most), so a batch behind another one replays what it finished instead of racing it key by
+    key."""
 
-    def __init__(self, inner: RecordStore, found: dict[str, Record | None],
+    def __init__(self, store: RecordStore, found: dict[str, Record | None],
                  keys: Sequence[str]) -> None:  # fmt: skip
-        self.inner = inner
+        self.store = store
         self._found = found
         self._pending = dict.fromkeys(keys)
         self._stale = False
@@ -183,39 +182,26 @@ class _Prefetched(RecordStore):
         self._refreshes = max(1, len(self._pending) // REFRESH_EVERY)
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Record | None:
-        return self.inner.get(key)
-
-    def put_if_absent(self, record: Record) -> Record:
-        listed = self._listed(record.key)
-        if listed is not None and listed.result is not IN_BODY:  # (else: read it whole)
-            raise RecordConflict("listed", existing=listed)
-        try:
-            return self.inner.put_if_absent(record)
-        except RecordConflict:
-            self._stale = self.contended = True
-            raise
-
-    def _listed(self, key: str) -> Record | None:
-        """The record the look-up found for `key` (once), after a fresh look-up if stale."""
+    def first_look(self, key: str) -> tuple[bool, Record | None]:
+        """Whether `key` was looked at, and the record found (once; a record whose result is in
+        its body is read whole by the claim)."""
         with self._lock:
             self._pending.pop(key, None)
             if self._stale and self._refreshes > 0 and self._pending:
                 self._stale, self._refreshes = False, self._refreshes - 1
                 try:
-                    self._found.update(self.inner.get_many([key, *self._pending]))
+                    self._found.update(self.store.get_many([key, *self._pending]))
                 except Exception as error:  # each key's claim reads what it needs
                     log.warning("run-once batch: keys not looked up again: %r", error)
-            return self._found.pop(key, None)
+            looked = key in self._found
+            listed = self._found.pop(key, None)
+        if listed is not None and listed.result is IN_BODY:
+            return False, None
+        return looked, listed
 
-    def replace(self, record: Record, etag: str) -> Record:
-        return self.inner.replace(record, etag)
-
-    def delete(self, key: str, etag: str) -> None:
-        self.inner.delete(key, etag)
-
-    def watch(self, key: str, etag: str | None, until: float) -> tuple[bool, Record | None]:
-        return self.inner.watch(key, etag, until)  # (`watches` asks the store inside)
+    def lost(self) -> None:
+        with self._lock:
+            self._stale = self.contended = True
 
     def stored_in_body(self, key: str) -> Record | None:
         """The completed record listed for `key` whose result is in its body (taken), or None."""
@@ -229,28 +215,29 @@ class _Prefetched(RecordStore):
             return self._found.pop(key)
 
 
-def _look_up(guards: Sequence[Guard | None]) -> None:
+def _look_up(entries: Sequence[_Item]) -> None:
     """One look-up of every guarded key per store (where the store can), then each item's
-    claim starts from what it found."""
-    stores: dict[int, tuple[RecordStore, list[OnceHandler]]] = {}
-    for guard in guards:
-        handler = guard
-        if isinstance(handler, OnceHandler):
-            store = handler.store
-            store = store.inner if isinstance(store, _Prefetched) else store  # a second look
-            # (each handler's speed layer is its own wrapper of one store: grouped by the store)
-            stores.setdefault(id(plain(store)), (store, []))[1].append(handler)
-    for store, handlers in stores.values():
-        if len(handlers) < 2 or not reads_many(store):
+    claim starts from what it found (`_Item.listed`)."""
+    stores: dict[int, tuple[RecordStore, list[_Item]]] = {}
+    for entry in entries:
+        if isinstance(entry.guard, OnceHandler):
+            store = entry.guard.store
+            stores.setdefault(id(store), (store, []))[1].append(entry)
+    for store, grouped in stores.values():
+        if len(grouped) < 2 or not reads_many(store):
             continue
+        keys = [entry.guard.key for entry in grouped if isinstance(entry.guard, OnceHandler)]
         try:
-            found = store.get_many([handler.key for handler in handlers])
+            found = store.get_many(keys)
         except Exception as error:  # each key's own claim reads what it needs
-            log.warning("run-once batch: %d keys not looked up at once: %r", len(handlers), error)
+            log.warning("run-once batch: %d keys not looked up at once: %r", len(keys), error)
             continue
-        prefetched = _Prefetched(store, found, [handler.key for handler in handlers])
-        for handler in handlers:
-            handler.store = prefetched
+        first = grouped[0].guard
+        if isinstance(first, OnceHandler) and first.speed is not None:
+            first.speed.looked_up(found)  # (one speed layer per store)
+        look_up = _LookUp(store, found, keys)
+        for entry in grouped:
+            entry.listed = look_up
 
 
 @dataclass
@@ -262,6 +249,8 @@ class _Item:
     guard: Guard | None
     arguments: dict[str, Any]
     result: ItemResult[Any] | None = None
+    #: The batch's look-up of its key's store, if one was made.
+    listed: _LookUp | None = None
 
     @property
     def key(self) -> str | None:
@@ -287,6 +276,9 @@ class BatchSpec:
         """Each item's guard (its key resolved), then one look-up of every key."""
         if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
             raise TypeError(f"each() takes the batch's items (a list), not {type(items).__name__}")
+        items = list(items)
+        for item in items[:1]:  # an item's call refused as a single call is (DEFER's fit)
+            refuse_unfit_arguments(self.fn, self.busy, (item, *args), kwargs)
         prepared = []
         for index, item in enumerate(items):
             call_args = (item, *args)
@@ -296,7 +288,7 @@ class BatchSpec:
             except Exception as error:  # no key (KeyTemplateError, InvalidKey...): this item fails
                 entry.result = ItemResult(item, None, "failed", error=error)
             prepared.append(entry)
-        _look_up([entry.guard for entry in prepared])
+        _look_up(prepared)
         return prepared
 
     def name(self) -> str:
@@ -306,65 +298,33 @@ class BatchSpec:
         """Whether `entry` was found completed with its result in its record's body: then it
         is replayed, the result read when asked for (`ItemResult.value`)."""
         handler = entry.guard
-        if not isinstance(handler, OnceHandler) or handler.results is None:
+        if not isinstance(handler, OnceHandler) or entry.listed is None:
             return False
-        results = handler.results
-        store = handler.store
-        if not isinstance(store, _Prefetched):
-            return False
-        record = store.stored_in_body(handler.key)
+        record = entry.listed.stored_in_body(handler.key)
         if record is None:
             return False
-        if handler.payload and record.payload_hash and record.payload_hash != handler.payload:
-            raise PayloadMismatch(handler.key, differing_fields(record.payload_hash,
-                                                                handler.payload))  # fmt: skip
-        on_replay = handler.on_replay
-        emit("replay", key=handler.key, function=results.function,
-                       attempt=record.attempt)  # fmt: skip
-        load = functools.partial(_read_result, store.inner, handler.key, results, on_replay)
+        load = handler.replay_later(record)
         entry.result = ItemResult(entry.item, handler.key, "replayed", load=load)
         return True
 
     def admitted(self, entry: _Item, admission: Admission, call: telemetry.Invocation) -> bool:
-        """Whether `entry` runs; else its result is set (replayed, skipped, busy...)."""
+        """Whether `entry` runs; else its result is what a single call would have returned
+        (`BusyHandling.not_admitted`: replayed, skipped, deferred...), or, still busy where a
+        single call raises (WAIT), the busy error."""
         guard = entry.guard
         assert guard is not None
         call.waited(**guard.describe())
         if admission.run:
-            call.outcome = "ran"
             return True
-        key = entry.key
-        if admission.busy is None:
-            call.outcome = admission.outcome
-            entry.result = ItemResult(entry.item, key, _outcome(admission.outcome),
-                                      admission.result)  # fmt: skip
+        try:
+            value = self.busy.not_admitted(call, admission, self.name(), entry.arguments)
+        except Exception as error:
+            if error is not admission.busy:
+                raise
+            entry.result = ItemResult(entry.item, entry.key, "busy", error=error)
             return False
-        if self.busy_policy_waits(entry):
-            call.outcome = "busy"
-            entry.result = ItemResult(entry.item, key, "busy", error=admission.busy)
-            return False
-        call.outcome = self.busy.outcome(admission)
-        value = self.busy.apply(admission, self.name(), entry.arguments)
-        entry.result = ItemResult(entry.item, key, _outcome(call.outcome), value)
+        entry.result = ItemResult(entry.item, entry.key, _outcome(call.outcome), value)
         return False
-
-    def busy_policy_waits(self, entry: _Item) -> bool:
-        """Whether `entry`'s second look waits for the key (WAIT; DEFER without a message)."""
-        return self.busy.waits or (self.busy.defers and find_message(entry.arguments) is None)
-
-
-def _read_result(
-    store: RecordStore, key: str, results: Results, on_replay: Callable[[Any], Any] | None
-) -> Any:
-    """A replayed item's result, read from its record (listed completed, result in the body)."""
-    record = store.get(key)
-    if record is None or record.status != Status.COMPLETED:
-        raise RecordConflict(
-            f"run-once key {key!r}: its completed record changed (reset, or expired) before "
-            "its result was read"
-        )
-    value = results.replay(key, record.result)
-    return on_replay(value) if on_replay else value
 
 
 def _outcome(name: str) -> ItemOutcome:
@@ -372,10 +332,26 @@ def _outcome(name: str) -> ItemOutcome:
     return next((outcome for outcome in known if outcome == name), "skipped")
 
 
-def _set_budget(guard: Guard, hold: float, wait: float) -> None:
-    """How long this look at a busy item may hold and wait (a run-once guard's own fields)."""
+#: An item's look: whether it waits, and the hold and wait timeout left of the batch's budget.
+_Look = tuple[bool, float, float]
+
+
+def _enter(entry: _Item, look: _Look) -> Admission:
+    guard = entry.guard
+    wait, hold, timeout = look
     if isinstance(guard, OnceHandler):
-        guard.hold_s, guard.wait_timeout = max(0.0, hold), max(0.0, wait)
+        return guard.enter(wait, hold=hold, timeout=timeout, listed=entry.listed)
+    assert guard is not None
+    return guard.enter(wait)
+
+
+async def _enter_async(entry: _Item, look: _Look) -> Admission:
+    guard = entry.guard
+    wait, hold, timeout = look
+    if isinstance(guard, OnceHandler):
+        return await guard.enter_async(wait, hold=hold, timeout=timeout, listed=entry.listed)
+    assert guard is not None
+    return await guard.enter_async(wait)
 
 
 def _busy_now(admission: Admission) -> bool:
@@ -397,30 +373,26 @@ def _free(guard: Guard, key: str | None) -> None:
         log.warning("run-once batch: key %s not freed (its record expires): %r", key, error)
 
 
-def _first_looks(prepared: list[_Item]) -> Iterator[_Item]:
+def _first_looks(prepared: list[_Item]) -> Iterator[tuple[_Item, _Look]]:
     """The items with a key, in the batch's order, without holding or waiting; once a create
     lost a race (another instance works on the same batch, from its start), from the end:
     the two meet in the middle instead of racing for every item."""
     pending = deque(e for e in prepared if e.result is None and e.guard is not None)
-    stores = {id(s): s for s in (getattr(e.guard, "store", None)
-                                 for e in pending) if isinstance(s, _Prefetched)}  # fmt: skip
+    look_ups = {id(e.listed): e.listed for e in pending if e.listed is not None}
     while pending:
-        contended = any(store.contended for store in stores.values())
+        contended = any(look_up.contended for look_up in look_ups.values())
         entry = pending.pop() if contended else pending.popleft()
-        assert entry.guard is not None
-        _set_budget(entry.guard, 0.0, 0.0)
-        yield entry
+        yield entry, (False, 0.0, 0.0)
 
 
-def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, bool]]:
+def _second_looks(spec: BatchSpec, busy: list[_Item]) -> Iterator[tuple[_Item, _Look]]:
     """The busy items again (looked up at once again before: those finished elsewhere since
     are replayed without a request each), holding and waiting within one budget they share."""
     started = time.monotonic()
     for entry in busy:
-        assert entry.guard is not None
         spent = time.monotonic() - started
-        _set_budget(entry.guard, spec.hold - spent, spec.wait_timeout - spent)
-        yield entry, spec.busy_policy_waits(entry)
+        yield entry, (spec.busy.waits_for(entry.arguments), spec.hold - spent,
+                      spec.wait_timeout - spent)  # fmt: skip
 
 
 def each(spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -431,16 +403,16 @@ def each(spec: BatchSpec, items: Iterable[Any], args: tuple[Any, ...], kwargs: d
     with invocation_scope(kwargs):
         prepared = spec.prepare(items, args, kwargs)
         busy: list[_Item] = []
-        for entry in _first_looks(prepared):  # no holding, no waiting
-            _one(spec, entry, args, kwargs, wait=False, busy=busy)
-        _look_up([entry.guard for entry in busy])
-        for entry, wait in _second_looks(spec, busy):
-            _one(spec, entry, args, kwargs, wait=wait, busy=None)
+        for entry, look in _first_looks(prepared):  # no holding, no waiting
+            _one(spec, entry, args, kwargs, look=look, busy=busy)
+        _look_up(busy)
+        for entry, look in _second_looks(spec, busy):
+            _one(spec, entry, args, kwargs, look=look, busy=None)
     return BatchResult(spec.name(), [_final(entry) for entry in prepared])
 
 
 def _one(spec: BatchSpec, entry: _Item, args: tuple[Any, ...], kwargs: dict[str, Any],
-         *, wait: bool, busy: list[_Item] | None) -> None:  # fmt: skip
+         *, look: _Look, busy: list[_Item] | None) -> None:  # fmt: skip
     """One item's look, and its run if admitted; busy at a first look, it joins `busy`."""
     guard = entry.guard
     assert guard is not None
@@ -449,7 +421,7 @@ def _one(spec: BatchSpec, entry: _Item, args: tuple[Any, ...], kwargs: dict[str,
             if spec.replayed_lazily(entry):
                 call.outcome = "replayed"
                 return
-            admission = guard.enter(wait)
+            admission = _enter(entry, look)
             if busy is not None and _busy_now(admission):
                 call.outcome = "busy"  # looked at again after the others
                 busy.append(entry)
@@ -475,16 +447,16 @@ async def each_async(
     with invocation_scope(kwargs):
         prepared = await off_loop(in_thread(lambda: spec.prepare(items, args, kwargs)))
         busy: list[_Item] = []
-        for entry in _first_looks(prepared):
-            await _one_async(spec, entry, args, kwargs, wait=False, busy=busy)
-        await off_loop(in_thread(lambda: _look_up([entry.guard for entry in busy])))
-        for entry, wait in _second_looks(spec, busy):
-            await _one_async(spec, entry, args, kwargs, wait=wait, busy=None)
+        for entry, look in _first_looks(prepared):
+            await _one_async(spec, entry, args, kwargs, look=look, busy=busy)
+        await off_loop(in_thread(lambda: _look_up(busy)))
+        for entry, look in _second_looks(spec, busy):
+            await _one_async(spec, entry, args, kwargs, look=look, busy=None)
     return BatchResult(spec.name(), [_final(entry) for entry in prepared])
 
 
 async def _one_async(spec: BatchSpec, entry: _Item, args: tuple[Any, ...],
-                     kwargs: dict[str, Any], *, wait: bool, busy: list[_Item] | None
+                     kwargs: dict[str, Any], *, look: _Look, busy: list[_Item] | None
                      ) -> None:  # fmt: skip
     guard = entry.guard
     assert guard is not None
@@ -493,7 +465,7 @@ async def _one_async(spec: BatchSpec, entry: _Item, args: tuple[Any, ...],
             if spec.replayed_lazily(entry):
                 call.outcome = "replayed"
                 return
-            admission = await guard.enter_async(wait)
+            admission = await _enter_async(entry, look)
             if busy is not None and _busy_now(admission):
                 call.outcome = "busy"
                 busy.append(entry)

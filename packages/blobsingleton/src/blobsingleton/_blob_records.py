@@ -1,8 +1,7 @@
 """Run-once records as block blobs, written with If-None-Match / If-Match: each operation one
-request, as the lock blob's; the speed is beside it, in `_records.FastRecords`; a record is kept
-as the blob's body and, when small, its metadata (`RecordBlob`); one watcher per process and
-namespace reads many keys' records per request (`RecordWatch`: `watch` and `get_many`)
-(docs/internals.md)."""
+request, as the lock blob's; a record is kept as the blob's body and, when small, its metadata
+(`RecordBlob`); `watch` and `get_many` go through the process's watcher of the prefix
+(`_record_watch`) (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,28 +27,14 @@ from azure.core.exceptions import (
 )
 
 from blobsingleton import _connection
-from blobsingleton import _telemetry as telemetry
 from blobsingleton._azure_sdk import pipeline_sender
 from blobsingleton._connection import TIME_RESOLUTION, ServiceTime, StorageAccount, epoch, http_date
-from blobsingleton._invocation import thread_target
 from blobsingleton._keys import blob_name, prefix
 from blobsingleton._keys import namespace as resolve_namespace
 from blobsingleton._listing import list_page
-from blobsingleton._records import (
-    IN_BODY,
-    Record,
-    RecordStore,
-    Status,
-    forget,
-    remember_seen,
-    run_seconds,
-)
-from blobsingleton._storage_errors import (
-    answered_error,
-    created_if_missing,
-    error_code,
-    refused,
-)
+from blobsingleton._record_watch import RecordWatch, State, watch_for
+from blobsingleton._records import IN_BODY, Record, RecordStore
+from blobsingleton._storage_errors import Meaning, answered_error, created_if_missing, meaning
 from blobsingleton._storage_errors import record_errors as _translated
 from blobsingleton.errors import RecordConflict
 
@@ -109,17 +93,47 @@ class BlobRecordStore(RecordStore):
 
     def _watch(self) -> RecordWatch:
         if self._watcher is None:
-            self._watcher = watch_for(
-                self._container, self.prefix, self._read_key, self._seen, self._requests,
-                functools.partial(run_seconds, self),
-            )  # fmt: skip
+            self._watcher = watch_for(self._container, self.prefix, self)
         return self._watcher
 
-    def _seen(self, name: str, record: Record) -> None:
-        """A completed record the watcher listed: the speed layer remembers it (a name of this
-        store's, not another scope's under a common prefix)."""
-        if self._name(record.key) == name:
-            remember_seen(self, record)
+    def notify(self, listener: Callable[[str, Record | None], None]) -> None:
+        """Have `listener(key, record)` told, in this process, of each completed record a
+        watcher's listing of this prefix carries, and `(key, None)` when a store of this prefix
+        deletes a record (the speed layer listens: a store never calls it)."""
+        with _listeners_lock:
+            heard = _listeners.setdefault(self.speed_key, [])
+            if listener not in heard:
+                heard.append(listener)
+
+    def _tell(self, key: str, record: Record | None) -> None:
+        with _listeners_lock:
+            heard = list(_listeners.get(self.speed_key, ()))
+        for listener in heard:
+            listener(key, record)
+
+    # What the watcher asks (`_record_watch.Watched`).
+
+    def read(self, key: str) -> Record | None:
+        return self._read_key(key)
+
+    def seen(self, name: str, record: Record) -> None:
+        if self._name(record.key) == name:  # (not another scope's under a common prefix)
+            self._tell(record.key, record)
+
+    def listed(self, item: Any, served_at: float | None) -> tuple[str | None, Record | None]:
+        etag = quoted_etag(item.etag)  # listings give it bare; headers and writes quoted
+        return etag, RecordBlob.from_metadata(item.metadata, etag, item.last_modified, served_at)
+
+    def read_unless(self, name: str, etag: str | None) -> State:
+        try:
+            answer = self._requests.download(name, unless=etag)
+        except HttpResponseError as error:
+            if error.status_code == 304:
+                return State(True, etag)
+            if error.status_code == 404 or meaning(error) is Meaning.NO_CONTAINER:
+                return State(False)
+            raise
+        return State(True, answer.etag, RecordBlob.from_answer(answer))
 
     def get(self, key: str) -> Record | None:
         """One download (None: no such blob, or no container yet)."""
@@ -136,7 +150,7 @@ class BlobRecordStore(RecordStore):
 
     def delete(self, key: str, etag: str) -> None:
         """One delete with If-Match."""
-        forget(self, key)  # a completion remembered in this process is gone too
+        self._tell(key, None)  # a completion remembered in this process is gone too
         with _translated("delete run-once record"):
             self._requests.delete(self._name(key), etag)
 
@@ -213,8 +227,13 @@ class BlobRecordStore(RecordStore):
         return RecordBlob.read(answer)
 
 
+#: Who hears, per container and prefix, of records a store sees on its own (`notify`).
+_listeners: dict[tuple[str, str], list[Callable[[str, Record | None], None]]] = {}
+_listeners_lock = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
-class Answer:
+class Reply:
     """What storage answered a record blob's request: its etag (quoted), Last-Modified and
     metadata, storage's clock, and, for a read, the body."""
 
@@ -243,7 +262,7 @@ class RecordRequests:
         self._clients: dict[str, BlobClient] = {}
         self._clients_lock = threading.Lock()
 
-    def upload(self, name: str, body: bytes, metadata: dict[str, str], etag: str | None) -> Answer:
+    def upload(self, name: str, body: bytes, metadata: dict[str, str], etag: str | None) -> Reply:
         """Put Blob: created only if absent (`etag` None), else only over `etag`."""
         if self._send is None:
             conditions: dict[str, Any] = (
@@ -252,7 +271,7 @@ class RecordRequests:
                       "match_condition": MatchConditions.IfNotModified}
             )  # fmt: skip
             props = self._blob(name).upload_blob(body, metadata=metadata, **conditions)
-            return Answer(str(props["etag"]), props.get("last_modified"), epoch(props.get("date")))
+            return Reply(str(props["etag"]), props.get("last_modified"), epoch(props.get("date")))
         headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
         headers.update({f"x-ms-meta-{field}": value for field, value in metadata.items()})
         if etag is None:
@@ -261,7 +280,7 @@ class RecordRequests:
             headers["If-Match"] = etag
         return self._answer(self._request("PUT", name, headers, body), "Put Blob")
 
-    def download(self, name: str, unless: str | None = None) -> Answer:
+    def download(self, name: str, unless: str | None = None) -> Reply:
         """Get Blob, whole; `unless` an etag: 304 (an `HttpResponseError`) while it is one."""
         if self._send is None:
             served = ServiceTime(self._container)
@@ -271,7 +290,7 @@ class RecordRequests:
             download = self._blob(name).download_blob(raw_response_hook=served, **condition)
             body = download.readall()
             props = download.properties
-            return Answer(props.etag, props.last_modified, served.at, dict(props.metadata or {}),
+            return Reply(props.etag, props.last_modified, served.at, dict(props.metadata or {}),
                           body)  # fmt: skip
         headers = {"If-None-Match": unless} if unless else {}
         for _ in range(READ_ATTEMPTS - 1):
@@ -302,7 +321,7 @@ class RecordRequests:
         return self._send(HttpRequest(method, url, headers=headers, content=body), stream=stream)
 
     @staticmethod
-    def _answer(response: Any, request: str, *, read: bool = False) -> Answer:
+    def _answer(response: Any, request: str, *, read: bool = False) -> Reply:
         body = response.read()  # the whole answer read: the connection goes back to the pool
         if response.status_code >= 300:
             raise answered_error(response, request)
@@ -311,7 +330,7 @@ class RecordRequests:
         if read:
             metadata = {header[10:].lower(): value for header, value in headers.items()
                         if header.lower().startswith("x-ms-meta-")}  # fmt: skip
-        return Answer(
+        return Reply(
             headers.get("ETag"), http_date(headers.get("Last-Modified")),
             epoch(http_date(headers.get("Date"))), metadata, body if read else b"",
         )  # fmt: skip
@@ -386,14 +405,14 @@ class RecordBlob:
         return record.with_(result=IN_BODY) if in_body else record
 
     @staticmethod
-    def read(answer: Answer) -> Record:
+    def read(answer: Reply) -> Record:
         """The record a download read."""
         return RecordBlob.from_body(
             answer.body, answer.etag, answer.metadata, answer.last_modified, answer.served_at
         )
 
     @staticmethod
-    def from_answer(answer: Answer) -> Record | None:
+    def from_answer(answer: Reply) -> Record | None:
         """The record a download read (None when the body is not a record)."""
         try:
             return RecordBlob.read(answer)
@@ -401,261 +420,6 @@ class RecordBlob:
             return None
 
 
-# The watcher: many keys' records per request, one per process and namespace.
-
-#: How long a look (`read_many`) waits for its tick at most.
-READ_TIMEOUT = 10.0
-#: Bounds of the pace between ticks (seconds).
-MIN_TICK, FIRST_TICK, MAX_TICK = 0.01, 0.05, 0.5
-#: Each unchanged tick waits this much longer than the last (up to MAX_TICK).
-BACKOFF = 1.5
-#: Watch ticks one waiting delivery pays for, and how many a process may save up.
-TICKS_PER_WAIT, MAX_TOKENS = 0.5, 4.0
-#: A tick lists LIST_SLACK names per waiting name (PAGE_SIZE at most, one page); names
-#: past those are read one by one (large listings cost more than one request: internals.md).
-LIST_SLACK, PAGE_SIZE = 8, 32
-#: Fewer names than this waiting are read one by one.
-MIN_LIST = 2
-
-
-@dataclass
-class _Waiter:
-    name: str
-    key: str
-    #: The etag seen (None: the record was seen absent).
-    etag: str | None
-    until: float
-    #: When it next wants a tick (monotonic).
-    due: float = 0.0
-    #: The pace of its ticks while nothing changes.
-    interval: float = FIRST_TICK
-    #: A look (`read_many`): any state answers it, at the next tick, which it needs no token for.
-    fresh: bool = False
-    released: threading.Event = field(default_factory=threading.Event)
-    #: What the record is when released (None: absent).
-    record: Record | None = None
-    changed: bool = False
-
-
-@dataclass
-class _State:
-    """What a tick learned of one blob name: absent, or its etag (and record, if listed)."""
-
-    present: bool
-    etag: str | None = None
-    record: Record | None = None
-
-
-class RecordWatch:
-    def __init__(
-        self, container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
-        seen: Callable[[str, Record], None], requests: RecordRequests,
-        pace: Callable[[], float],
-    ) -> None:  # fmt: skip
-        """`read(key)`: a plain read of one record, for a listing that carries none. `seen(name,
-        record)`: told of each completed record a listing carries (neighbours of the keys
-        asked for too), for the speed layer to remember. `requests`: how one name is read.
-        `pace()`: how long a run takes here, as the speed layer learnt it (the first tick of a
-        wait comes that long after it starts)."""
-        self._container = container
-        self._requests = requests
-        self._pace = pace
-        self._prefix = f"{prefix}/"
-        self._read = read
-        self._seen = seen
-        self._lock = threading.Condition()
-        self._waiters: list[_Waiter] = []
-        self._thread: threading.Thread | None = None
-        #: Ticks paid for by waiting deliveries (TICKS_PER_WAIT each, up to MAX_TOKENS).
-        self._tokens = MAX_TOKENS
-        self._last_tick = 0.0
-
-    def watch(
-        self, name: str, key: str, etag: str | None, until: float
-    ) -> tuple[bool, Record | None]:
-        """Block until record `name` differs from `etag` (None: absent) or monotonic `until`.
-        Returns (changed, record now or last known; None: absent or nothing learnt)."""
-        pace = self._pace()
-        with self._lock:
-            # A wait shares its ticks with the others waiting in the process, so pays part of
-            # one; a wait alone has nobody to share with: its tick is its own read, paid whole
-            # (at part of one, a process taking keys one at a time would run out and wait
-            # MAX_TICK for each key).
-            alone = not any(not w.fresh for w in self._waiters)
-            self._tokens = min(MAX_TOKENS, self._tokens + (1.0 if alone else TICKS_PER_WAIT))
-        return self._wait(
-            _Waiter(name, key, etag, until, due=time.monotonic() + pace, interval=pace)
-        )
-
-    def read_many(self, names: dict[str, str]) -> dict[str, Record | None]:
-        """The records of blob `names` (name: key) now, read at the next tick with every key
-        waiting in the process (None: absent); a name the tick could not answer (storage
-        trouble) is left out."""
-        now = time.monotonic()
-        looks = [_Waiter(name, key, None, now + READ_TIMEOUT, due=now, fresh=True)
-                 for name, key in names.items()]  # fmt: skip
-        with self._lock:
-            self._waiters.extend(looks)
-            self._ensure_thread()
-            self._lock.notify_all()
-        for look in looks:
-            look.released.wait(max(0.0, look.until - time.monotonic()) + MAX_TICK + 5.0)
-        with self._lock:
-            self._waiters[:] = [w for w in self._waiters if w not in looks]
-        return {look.key: look.record for look in looks if look.changed}
-
-    def _wait(self, waiter: _Waiter) -> tuple[bool, Record | None]:
-        with self._lock:
-            self._waiters.append(waiter)
-            self._ensure_thread()
-            self._lock.notify_all()
-        waiter.released.wait(max(0.0, waiter.until - time.monotonic()) + MAX_TICK + 5.0)
-        with self._lock:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-        return waiter.changed, waiter.record
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(
-                target=thread_target(self._loop), name="once-watch", daemon=True
-            )
-            self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                while not self._waiters:
-                    if not self._lock.wait(30.0) and not self._waiters:
-                        self._thread = None
-                        return
-                now = time.monotonic()
-                paid = self._last_tick + (0.0 if self._tokens >= 1.0 else MAX_TICK)
-                due = min(
-                    min(w.due, w.until) if w.fresh else max(min(w.due, w.until), paid)
-                    for w in self._waiters
-                )
-                if due > now:
-                    self._lock.wait(due - now)
-                    continue  # a new waiter may be due sooner
-                waiting = list(self._waiters)
-                if not any(w.fresh for w in waiting):
-                    self._tokens = max(0.0, self._tokens - 1.0)
-                self._last_tick = now
-            try:
-                seen = {w.name: w.etag for w in waiting if not w.fresh}
-                seen.update({w.name: None for w in waiting if w.fresh})
-                states = self._ask(sorted(seen), seen)
-            except Exception as error:  # storage trouble: waiters stay until their deadline
-                if refused(error) is None:  # (a refusal: each caller's own read raises it)
-                    log.warning("run-once watch: %r", error)
-                states = {}
-                for w in waiting:
-                    if w.fresh:
-                        self._done(w)  # unanswered: read alone by its caller
-            self._release(waiting, states)
-
-    def _release(self, waiting: list[_Waiter], states: dict[str, _State]) -> None:
-        now = time.monotonic()
-        for waiter in waiting:
-            state = states.get(waiter.name)
-            if state is not None:  # (an absent record's etag is None, as a waiter's that saw none)
-                changed = waiter.fresh or _bare(state.etag) != _bare(waiter.etag)
-                if changed and state.present and state.record is None:
-                    state.record = self._read(waiter.key)
-                    if state.record is not None and _bare(state.record.etag) == _bare(waiter.etag):
-                        changed = False
-                if changed:
-                    waiter.changed, waiter.record = True, state.record if state.present else None
-                    self._done(waiter)
-                    continue
-                if state.record is not None:
-                    waiter.record = state.record
-            if now >= waiter.until:
-                self._done(waiter)
-            elif waiter.due <= now:  # unchanged at its own tick: back off
-                waiter.interval = min(MAX_TICK, max(MIN_TICK, waiter.interval * BACKOFF))
-                waiter.due = now + waiter.interval
-
-    def _done(self, waiter: _Waiter) -> None:
-        with self._lock:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-        waiter.released.set()
-
-    def _ask(self, names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
-        """Each name's state: one listing over their common prefix, or a conditional read each."""
-        states: dict[str, _State] = {}
-        if len(names) >= MIN_LIST:
-            page = min(PAGE_SIZE, LIST_SLACK * len(names))
-            common = os.path.commonprefix(names)  # noqa: RUF071 - by character, as List Blobs
-            covered_to = self._list(common, states, page)
-            for name in names:
-                if name <= covered_to and name not in states:
-                    states[name] = _State(False)
-            names = [n for n in names if n > covered_to]
-        for name in names:
-            states[name] = self._get(name, seen.get(name))
-        return states
-
-    def _list(self, prefix: str, states: dict[str, _State], page_size: int) -> str:
-        """List one page of `prefix`, noting each listed name's state; returns the highest name
-        covered (names not listed up to it are absent)."""
-        telemetry.storage("watch records")
-        try:
-            page = list_page(self._container, prefix, page_size)
-        except HttpResponseError as error:
-            if error_code(error) == "ContainerNotFound":
-                return "\uffff"
-            raise
-        for item in page.items:
-            etag = quoted_etag(item.etag)  # listings give it bare; headers and writes quoted
-            record = RecordBlob.from_metadata(
-                item.metadata, etag, item.last_modified, page.served_at
-            )
-            states[item.name] = _State(True, etag, record)
-            if record is not None and record.status == Status.COMPLETED:
-                self._seen(item.name, record)
-        if not page.next_marker:
-            return "\uffff"
-        return page.items[-1].name if page.items else ""
-
-    def _get(self, name: str, etag: str | None) -> _State:
-        """A read of one name, unless it still has `etag` (then 304: unchanged)."""
-        telemetry.storage("watch a record")
-        try:
-            answer = self._requests.download(name, unless=etag)
-        except HttpResponseError as error:
-            if error.status_code == 304:
-                return _State(True, etag)
-            if error.status_code == 404 or error_code(error) == "ContainerNotFound":
-                return _State(False)
-            raise
-        return _State(True, answer.etag, RecordBlob.from_answer(answer))
-
-
-def _bare(etag: str | None) -> str | None:
-    """An etag without its quotes (listings give it bare, write responses quoted)."""
-    return None if etag is None else etag.strip('"')
-
-
 def quoted_etag(etag: str | None) -> str | None:
     """An etag as headers and writes give it (listings give it bare)."""
     return None if etag is None else f'"{etag.strip(chr(34))}"'
-
-
-_watches: dict[tuple[str, str], RecordWatch] = {}
-_watches_lock = threading.Lock()
-
-
-def watch_for(
-    container: ContainerClient, prefix: str, read: Callable[[str], Record | None],
-    seen: Callable[[str, Record], None], requests: RecordRequests, pace: Callable[[], float],
-) -> RecordWatch:  # fmt: skip
-    """The process's watcher of the records under `prefix` in `container` (made on first use)."""
-    ident = (f"{container.url}", prefix)
-    with _watches_lock:
-        found = _watches.get(ident)
-        if found is None:
-            found = _watches[ident] = RecordWatch(container, prefix, read, seen, requests, pace)
-        return found

@@ -259,6 +259,11 @@ class BusyHandling:
         """WAIT: the guard waits for the key itself."""
         return isinstance(self.policy, Wait)
 
+    def waits_for(self, arguments: dict[str, Any]) -> bool:
+        """Whether a call given `arguments` waits for a busy key: WAIT, and a DEFER given no
+        queue message (it has nothing to re-enqueue: it waits as WAIT does)."""
+        return self.waits or (self.defers and find_message(arguments) is None)
+
     @property
     def defers(self) -> bool:
         return isinstance(self.policy, Defer)
@@ -276,11 +281,26 @@ class BusyHandling:
             hold = 0.0 if isinstance(self.policy, Skip) else default
         return min(hold, self.wait_timeout) if self.waits else hold
 
-    def outcome(self, admission: Admission) -> str:
-        """The telemetry outcome of an invocation not admitted to run."""
+    def not_admitted(
+        self, call: Invocation, admission: Admission, name: str, arguments: dict[str, Any]
+    ) -> Any:
+        """What a call not admitted to run returns, its telemetry outcome set: a replay's
+        result (or None); busy, the policy's answer (`apply`), where WAIT, and a DEFER given
+        no queue message, raise the busy error (blocking: DEFER sends). A single call and each
+        item of `fn.each` end here."""
         if admission.busy is None:
-            return admission.outcome
-        return {Skip: "skipped", Defer: "deferred"}.get(type(self.policy), "busy")
+            call.outcome = admission.outcome
+            return admission.result
+        if self.waits_for(arguments):
+            call.outcome = "busy"
+            if self.defers:
+                log.warning(
+                    "%s: Busy.defer found no queue message among its arguments: it waited for "
+                    "the key as Busy.wait does", name,
+                )  # fmt: skip
+            raise admission.busy
+        call.outcome = {Skip: "skipped", Defer: "deferred"}.get(type(self.policy), "busy")
+        return self.apply(admission, name, arguments)
 
     def apply(self, admission: Admission, name: str, arguments: dict[str, Any]) -> Any:
         """WAIT raises, SKIP returns None, DEFER re-enqueues (blocking), a callable decides."""
@@ -298,7 +318,7 @@ class BusyHandling:
             return None
         if isinstance(policy, Defer):
             message = find_message(arguments)
-            assert message is not None, "DEFER applied without its message (see `guarded`)"
+            assert message is not None, "DEFER applied without its message (see `waits_for`)"
             delay = policy.after if policy.after is not None else self.default_after
             delay = delay if delay is not None else admission.retry_after
             self._defer(policy.queue or "", message, delay, reason=str(error))
@@ -361,34 +381,7 @@ def guarded(
     if busy.defers:
         require_sdk(fn.__qualname__)
     signature = inspect.signature(fn)
-    wait = busy.waits
-
-    def admitted(call: Invocation, guard: Guard, admission: Admission, arguments: Any) -> bool:
-        """Whether to wait instead: a DEFER that found no queue message among the arguments."""
-        call.waited(**guard.describe())
-        call.outcome = "ran" if admission.run else busy.outcome(admission)
-        if admission.busy is None or not busy.defers:
-            return False
-        if find_message(arguments) is not None:
-            return False
-        log.warning(
-            "%s: Busy.defer found no queue message among its arguments: waiting for the key "
-            "instead", fn.__qualname__,
-        )  # fmt: skip
-        return True
-
-    def waited_instead(call: Invocation, admission: Admission) -> Admission:
-        """What a DEFER without a message got by waiting: still busy raises, as WAIT does."""
-        if admission.busy is not None:
-            call.outcome = "busy"
-            raise admission.busy
-        call.outcome = "ran" if admission.run else admission.outcome
-        return admission
-
-    def not_run(admission: Admission, arguments: dict[str, Any]) -> Any:
-        if admission.busy is None:
-            return admission.result
-        return busy.apply(admission, fn.__name__, arguments)
+    name = fn.__name__
 
     if inspect.iscoroutinefunction(fn):
 
@@ -396,14 +389,15 @@ def guarded(
             refuse_unfit_arguments(fn, busy, args, kwargs)
             with invocation_scope(kwargs), telemetry.invocation(*label) as call:
                 guard = make_guard(*args, **kwargs)
-                admission = await guard.enter_async(wait)
                 arguments = signature.bind(*args, **kwargs).arguments
-                if admitted(call, guard, admission, arguments):
-                    admission = waited_instead(call, await guard.enter_async(True))
+                admission = await guard.enter_async(busy.waits_for(arguments))
+                call.waited(**guard.describe())
                 if not admission.run:
-                    if admission.busy is not None and busy.defers:
-                        return await off_loop(in_thread(lambda: not_run(admission, arguments)))
-                    return not_run(admission, arguments)
+                    if admission.busy is not None and busy.defers:  # a blocking send
+                        return await off_loop(
+                            in_thread(lambda: busy.not_admitted(call, admission, name, arguments))
+                        )
+                    return busy.not_admitted(call, admission, name, arguments)
                 try:
                     with guard.running():
                         result = await fn(*args, **kwargs)
@@ -422,12 +416,11 @@ def guarded(
         refuse_unfit_arguments(fn, busy, args, kwargs)
         with invocation_scope(kwargs), telemetry.invocation(*label) as call:
             guard = make_guard(*args, **kwargs)
-            admission = guard.enter(wait)
             arguments = signature.bind(*args, **kwargs).arguments
-            if admitted(call, guard, admission, arguments):
-                admission = waited_instead(call, guard.enter(True))
+            admission = guard.enter(busy.waits_for(arguments))
+            call.waited(**guard.describe())
             if not admission.run:
-                return not_run(admission, arguments)
+                return busy.not_admitted(call, admission, name, arguments)
             try:
                 with guard.running():
                     result = fn(*args, **kwargs)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from blobsingleton._busy import RUN, Admission, Guard
 from blobsingleton._events import emit
@@ -29,7 +29,9 @@ from blobsingleton._keys import validate_key
 from blobsingleton._lease import leases_held
 from blobsingleton._off_loop import off_loop
 from blobsingleton._owner import instance_id
-from blobsingleton._records import Record, RecordStore, Status, differing_fields, fast, watches
+from blobsingleton._records import Record, RecordStore, Status, differing_fields, watches
+from blobsingleton._results import Results
+from blobsingleton._speed import SpeedLayer
 from blobsingleton._telemetry import TAKEOVERS
 from blobsingleton.errors import (
     AlreadyInProgress,
@@ -40,9 +42,6 @@ from blobsingleton.errors import (
     RunLost,
     StorageUnavailable,
 )
-
-if TYPE_CHECKING:
-    from blobsingleton._once import Results
 
 log = logging.getLogger("blobsingleton")
 
@@ -84,7 +83,7 @@ class Outcome:
     record: Record
 
 
-_current: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
+_running: contextvars.ContextVar[OnceHandler | None] = contextvars.ContextVar(
     "once_run", default=None
 )
 
@@ -94,10 +93,20 @@ def current_run() -> OnceHandler:
     takeovers of crashed runs), `token` (of the `@singleton` lease it runs under, else None)
     and `ensure_held()`, to call before a side effect that must not happen twice: it raises
     `RunLost` once another delivery took the key over (or may have)."""
-    handler = _current.get()
+    handler = _running.get()
     if handler is None:
         raise OutsideGuardedCall("current_run()", "@once")
     return handler
+
+
+class Listed(Protocol):
+    """A batch's look-up (`fn.each`): whether it looked at a key and the record it found there
+    (None: absent), taken once; told when a create it let through lost (another instance works
+    on the same batch)."""
+
+    def first_look(self, key: str) -> tuple[bool, Record | None]: ...
+
+    def lost(self) -> None: ...
 
 
 def _no_beat() -> None:
@@ -122,13 +131,15 @@ class OnceHandler(Guard):
         on_replay: Callable[[Any], Any] | None = None,
         wait_timeout: float = 0.0,
         hold: float = 0.0,
+        speed: SpeedLayer | None = None,
     ) -> None:
         """`clock`: epoch seconds for `started_at`/`expires_at`; expiry is storage's time.
-        `store` is used behind the speed layer (`_records.fast`) unless it opts out. Made
-        inside a `@singleton` invocation holding one lease, its records carry that lease's key
-        and token (see `_lease_lost_by`). `results` (the function's result codec), `on_replay`,
-        `wait_timeout` and `hold` (the busy policy's): what `@once` gives it as a guard."""
-        self.store = fast(store)
+        Made inside a `@singleton` invocation holding one lease, its records carry that lease's
+        key and token (see `_lease_lost_by`). `results` (the function's result codec),
+        `on_replay`, `wait_timeout` and `hold` (the busy policy's): what `@once` gives it as a
+        guard. `speed`: the speed layer beside `store` (None: the store's calls alone)."""
+        self.store = store
+        self.speed = speed
         self.key = validate_key(key)
         self.payload = payload
         self.mode = mode
@@ -160,28 +171,43 @@ class OnceHandler(Guard):
         claimed = self._claimed
         return claimed.attempt if claimed is not None else 0
 
-    def begin(self) -> Outcome:
-        """Save the record in progress, or act on the one there: on EXECUTE the key is ours."""
-        record: Record | None = None
+    def begin(self, listed: Listed | None = None) -> Outcome:
+        """Save the record in progress, or act on the one there: on EXECUTE the key is ours.
+        The record to start from: a batch's look-up's (`listed`), else the speed layer's, else
+        none (create). The claim's deadline runs from the send of the write that made it."""
+        looked, record = listed.first_look(self.key) if listed is not None else (False, None)
+        if not looked and self.speed is not None:
+            record = self.speed.before_create(self.key)
         for _ in range(MAX_RACES):
-            sent_at = time.monotonic()
+            creates, sent_at = record is None, time.monotonic()
             try:
                 if record is None:
-                    return self._claim(self.store.put_if_absent(self._in_progress(1)), sent_at)
+                    written = self.store.put_if_absent(self._in_progress(1))
+                    if self.speed is not None:
+                        self.speed.created()
+                    return self._claim(written, sent_at)
                 decided = self._decide(record)
                 if isinstance(decided, Outcome):
                     return decided
                 return self._claim(self.store.replace(decided, record.etag or ""), sent_at)
             except RecordConflict as conflict:
-                record = self._current(conflict)
+                if creates and listed is not None:
+                    listed.lost()
+                if creates and self.speed is not None:
+                    record = self.speed.lost_to(self.key, conflict.existing)
+                else:
+                    record = self._after_conflict(conflict)
                 if self._ours(record, Status.IN_PROGRESS):  # our write landed, its answer lost
                     return self._claim(record, sent_at)
         raise RecordConflict(f"run-once key {self.key!r}: lost {MAX_RACES} races in a row")
 
-    def _current(self, conflict: RecordConflict) -> Record | None:
+    def _after_conflict(self, conflict: RecordConflict) -> Record | None:
         """The record there after a conflict: the store's, else read."""
         existing: Record | None = conflict.existing
-        return existing or self.store.get(self.key)
+        return existing or self._read()
+
+    def _read(self) -> Record | None:
+        return self.speed.read(self.key) if self.speed else self.store.get(self.key)
 
     def _ours(self, record: Record | None, status: Status) -> TypeGuard[Record]:
         """Whether `record` is this delivery's own write (by its claim id), in `status`."""
@@ -212,21 +238,50 @@ class OnceHandler(Guard):
 
     def _admission(self, outcome: Outcome) -> Admission:
         """What `_decide`'s outcome means for the invocation: run, a replay, nothing, or busy
-        (then its policy, in `_busy.guarded`): the status table's other half, beside it."""
+        (then its policy, `BusyHandling.not_admitted`): the status table's other half."""
         if outcome.decision == Decision.EXECUTE:
             return RUN
         record = outcome.record
         if outcome.decision == Decision.STORED:
-            assert self.results is not None, "a guard has its function's results"
-            emit("replay", key=self.key, function=self.results.function, attempt=record.attempt)
-            result = self.results.replay(self.key, record.result)
-            replayed = self.on_replay(result) if self.on_replay else result
-            return Admission(run=False, result=replayed, outcome="replayed")
+            return Admission(run=False, result=self._replay(record), outcome="replayed")
         if outcome.decision == Decision.ABANDONED:
             return Admission(run=False)
         return Admission(
             run=False, busy=self.busy_error(record), retry_after=self.retry_after(record)
         )
+
+    def _replay(self, record: Record) -> Any:
+        """A duplicate's copy of the result `record` stores (each replay an `event=replay`)."""
+        self._replayed(record)
+        return self._copy(record)
+
+    def _replayed(self, record: Record) -> None:
+        assert self.results is not None, "a guard has its function's results"
+        emit("replay", key=self.key, function=self.results.function, attempt=record.attempt)
+
+    def _copy(self, record: Record) -> Any:
+        assert self.results is not None, "a guard has its function's results"
+        result = self.results.replay(self.key, record.result)
+        return self.on_replay(result) if self.on_replay else result
+
+    def replay_later(self, record: Record) -> Callable[[], Any]:
+        """For a completed `record` a batch's listing found with its result in its body,
+        decided as any record found (another payload: `PayloadMismatch`): the replay, whose
+        result is read (one request) when it is called."""
+        decided = self._decide(record)
+        assert isinstance(decided, Outcome) and decided.decision == Decision.STORED
+        self._replayed(record)
+
+        def read() -> Any:
+            whole = self.store.get(self.key)
+            if whole is None or whole.status != Status.COMPLETED:
+                raise RecordConflict(
+                    f"run-once key {self.key!r}: its completed record changed (reset, or "
+                    "expired) before its result was read"
+                )
+            return self._copy(whole)
+
+        return read
 
     def _lease_lost_by(self, record: Record) -> bool:
         """Whether `record` was written under the lease this run holds, by an earlier holder
@@ -249,6 +304,8 @@ class OnceHandler(Guard):
             if time.monotonic() >= deadline:
                 return Outcome(Decision.BUSY, _aged(record, time.monotonic() - seen))
             changed, latest = self.store.watch(self.key, record.etag, min(deadline, expiry))
+            if changed and self.speed is not None:
+                self.speed.remember(self.key, latest)
             if changed or time.monotonic() >= expiry:
                 outcome, seen = self._decided(latest if changed else None), time.monotonic()
         return outcome
@@ -261,14 +318,16 @@ class OnceHandler(Guard):
                 return decided
         return self.begin()
 
-    def _look(self, hold: float) -> Outcome:
+    def _look(self, hold: float, listed: Listed | None = None) -> Outcome:
         """One look: `begin`, a BUSY outcome held up to `hold` s."""
-        return self.hold(self.begin(), hold)
+        return self.hold(self.begin(listed), hold)
 
-    def _policy(self, wait: bool) -> tuple[float, float]:
-        """When a waiting delivery stops looking (monotonic), and how long its first look holds."""
-        timeout = self.wait_timeout if wait else 0.0
-        return time.monotonic() + timeout, min(self.hold_s, timeout) if wait else self.hold_s
+    def _policy(self, wait: bool, hold: float | None, timeout: float | None) -> tuple[float, float]:
+        """When a waiting delivery stops looking (monotonic), and how long its first look holds
+        (`hold`, `timeout`: a batch's budget left, else the busy policy's)."""
+        hold = self.hold_s if hold is None else max(0.0, hold)
+        timeout = (self.wait_timeout if timeout is None else max(0.0, timeout)) if wait else 0.0
+        return time.monotonic() + timeout, min(hold, timeout) if wait else hold
 
     def _pause(self, deadline: float, outcome: Outcome) -> float | None:
         """The waiting policy between looks: seconds to wait before the next, None to stop."""
@@ -279,18 +338,28 @@ class OnceHandler(Guard):
 
     # The guard: the one loop run blocking (`enter`) or off the event loop (`enter_async`).
 
-    def enter(self, wait: bool) -> Admission:
-        deadline, hold = self._policy(wait)
-        while (pause := self._pause(deadline, outcome := self._look(hold))) is not None:
+    def enter(
+        self, wait: bool, *, hold: float | None = None, timeout: float | None = None,
+        listed: Listed | None = None,
+    ) -> Admission:  # fmt: skip
+        """The guard's entry; a batch's item gives its budget left (`hold`, `timeout`) and its
+        look-up (`listed`)."""
+        deadline, hold = self._policy(wait, hold, timeout)
+        outcome = self._look(hold, listed)
+        while (pause := self._pause(deadline, outcome)) is not None:
             time.sleep(pause)
-            hold = 0.0  # held at the first look only
+            outcome = self._look(0.0)  # held at the first look only
         return self._admission(outcome)
 
-    async def enter_async(self, wait: bool) -> Admission:
+    async def enter_async(
+        self, wait: bool, *, hold: float | None = None, timeout: float | None = None,
+        listed: Listed | None = None,
+    ) -> Admission:  # fmt: skip
         """`enter` off the event loop; cancelled, it frees any claim its request made."""
-        deadline, hold = self._policy(wait)
+        deadline, hold = self._policy(wait, hold, timeout)
         while True:
-            look = functools.partial(self._look, hold)
+            look = functools.partial(self._look, hold, listed)
+            listed = None
             outcome = await off_loop(look, undo=self._free_if_claimed)
             if (pause := self._pause(deadline, outcome)) is None:
                 return self._admission(outcome)
@@ -305,11 +374,11 @@ class OnceHandler(Guard):
         # A claim known as ours only after its record could expire (a create answered 500 after
         # it landed, retried seconds later) runs nothing: RunLost, and the host retries.
         self.ensure_held()
-        token = _current.set(self)
+        token = _running.set(self)
         try:
             yield
         finally:
-            _current.reset(token)
+            _running.reset(token)
 
     def settle(self, result: Any, failed: bool) -> None:
         if failed:
@@ -335,11 +404,13 @@ class OnceHandler(Guard):
         etag, deadline = claimed.etag or "", time.monotonic() + self.in_progress_timeout / 2
         for delay in (0.5, 1.0, 2.0, None):
             try:
-                self.store.replace(done, etag)
+                written = self.store.replace(done, etag)
+                if self.speed is not None:
+                    self.speed.completed_run(done, written)
                 emit("completed", key=self.key, duration_s=self.clock() - done.started_at)
                 return
             except RecordConflict as conflict:
-                current = self._current(conflict)
+                current = self._after_conflict(conflict)
                 if self._ours(current, Status.COMPLETED):
                     return
                 if not self._ours(current, Status.IN_PROGRESS):
@@ -360,12 +431,14 @@ class OnceHandler(Guard):
         """Free the key for the next delivery (unconfirmed, the record expires by itself)."""
         claimed = self._take_claim()
         etag = claimed.etag or ""
+        if self.speed is not None:
+            self.speed.remember(self.key, None)
         for _ in range(2):
             try:
                 self.store.delete(self.key, etag)
                 return
             except RecordConflict as conflict:
-                current = self._current(conflict)
+                current = self._after_conflict(conflict)
                 if current is None:
                     return  # gone: our delete landed, or nothing to free
                 if not self._ours(current, Status.IN_PROGRESS):
@@ -440,7 +513,7 @@ class OnceHandler(Guard):
                 try:
                     self._claimed = self.store.replace(alive, claimed.etag or "")
                 except RecordConflict as conflict:
-                    current = self._current(conflict)
+                    current = self._after_conflict(conflict)
                     if not self._ours(current, Status.IN_PROGRESS):
                         log.warning(
                             "run-once %s: record changed under this run (taken over after it "

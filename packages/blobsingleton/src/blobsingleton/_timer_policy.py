@@ -15,7 +15,6 @@ import contextlib
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,6 @@ from typing import Any, ClassVar, Literal
 from opentelemetry import metrics
 
 from blobsingleton import _ledger, schedules
-from blobsingleton._backends import current_backends
 from blobsingleton._connection import resolve_placeholders
 from blobsingleton._events import emit
 from blobsingleton._keys import TIMER, function_scope, trigger_of
@@ -230,13 +228,6 @@ def catch_up_timer(occurrence: datetime, past_due: bool = True) -> Any:
 class _Timer:
     past_due: bool
     schedule_status: dict[str, Any]
-
-
-def record_clock() -> Callable[[], float]:
-    """The clock run-once records are stamped by: the test kit's inside `memory_backends()`
-    (so a ledger judges a run's start on the kit's clock), else the wall clock."""
-    clock = getattr(current_backends(), "clock", None)
-    return clock if callable(clock) else time.time
 
 
 @dataclass

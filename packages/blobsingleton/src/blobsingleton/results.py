@@ -7,6 +7,6 @@ than strings, `Enum` members, named tuples, dataclasses, pydantic models and
 pass `@once(result=codec)`: any object with `encode(result) -> JSON value` and
 `decode(data) -> result` (`ResultCodec`); subclass `DefaultCodec` to add a type."""
 
-from blobsingleton._once import DefaultCodec, ResultCodec
+from blobsingleton._results import DefaultCodec, ResultCodec
 
 __all__ = ["DefaultCodec", "ResultCodec"]

@@ -523,9 +523,9 @@ def _indexed(app: Any) -> Any:
 def forget_remembered_records() -> None:
     """Forget the completed records this process remembers for 10 s, so the next look goes to
     storage as a new process's would (for tests and benchmarks that count requests)."""
-    from blobsingleton import _records
+    from blobsingleton import _speed
 
-    _records.forget_known()
+    _speed.forget_known()
 
 
 # Trigger arguments built by azure-functions' own converters (the package is imported when a

@@ -1,5 +1,5 @@
 """A delivery that finds its key in progress is held in its process, watching the record
-(the busy policy's `hold`, `_blob_records.RecordWatch`): released about when the run it waits
+(the busy policy's `hold`, `_record_watch.RecordWatch`): released about when the run it waits
 for ends, or taken over once a killed run's record expires. Real Azurite, real processes where it
 matters.
 """
@@ -18,11 +18,10 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 from blobsingleton import Busy, once
-from blobsingleton._blob_records import MAX_TICK
 from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._records import _learnt_for, fast, forget_known
-from blobsingleton.errors import RecordConflict
+from blobsingleton._record_watch import MAX_TICK
+from blobsingleton._speed import SpeedLayer, forget_known, speed_for
 from blobsingleton.records import BlobRecordStore, Record, Status
 from blobsingleton.testing import RequestCounter, crashed_run
 from libsupport import request_counter
@@ -156,15 +155,15 @@ def test_one_request_per_tick_for_every_key_waiting_in_the_process(storage_env: 
 
 
 def test_first_looks_at_the_same_moment_share_one_listing(storage_env: str) -> None:
-    store = BlobRecordStore()
+    store = BlobRecordStore(scope=f"looks-{uuid.uuid4().hex[:8]}")  # a speed layer of its own
     now = time.time()
     store.put_if_absent(
         Record(key="seen-00", status=Status.COMPLETED, expires_at=now + 60, started_at=now,
                ttl=60.0)
     )  # fmt: skip
-    _learnt_for(store).completed = 1.0  # first looks here find keys done: a create looks first
+    layer = _layer(store)
+    layer.engaged, layer.completed = True, 1.0  # first looks here find keys done: look first
     forget_known()
-    layered = fast(store)
     request_counter.reset()
     start = threading.Barrier(16)
     found: dict[str, Record | None] = {}
@@ -172,12 +171,12 @@ def test_first_looks_at_the_same_moment_share_one_listing(storage_env: str) -> N
     def create(i: int) -> None:
         key = f"seen-{i:02d}"
         start.wait()
-        try:
-            layered.put_if_absent(Record(key=key, status=Status.IN_PROGRESS, expires_at=now + 60,
-                                         started_at=now, ttl=60.0))  # fmt: skip
-            found[key] = None
-        except RecordConflict as conflict:
-            found[key] = conflict.existing
+        if (before := layer.before_create(key)) is not None:
+            found[key] = before
+            return
+        store.put_if_absent(Record(key=key, status=Status.IN_PROGRESS, expires_at=now + 60,
+                                   started_at=now, ttl=60.0))  # fmt: skip
+        found[key] = None
 
     threads = [threading.Thread(target=create, args=(i,)) for i in range(16)]
     for thread in threads:
@@ -216,21 +215,27 @@ def _racing_store(run_s: float) -> tuple[BlobRecordStore, RequestCounter]:
         os.environ["AzureWebJobsStorage"], os.environ["RUNONCE_CONTAINER"],
         raw_request_hook=counter,
     )  # fmt: skip
-    store = BlobRecordStore(container)
+    store = BlobRecordStore(container, scope=f"racing-{uuid.uuid4().hex[:8]}")  # its own layer
     crashed_run(store, f"warm-{uuid.uuid4().hex}", 60.0)  # the container exists
-    learnt = _learnt_for(store)
-    learnt.lost, learnt.run_s = 1.0, run_s
+    layer = _layer(store)
+    layer.engaged, layer.lost, layer.run_s = True, 1.0, run_s
     return store, counter
+
+
+def _layer(store: BlobRecordStore) -> SpeedLayer:
+    layer = speed_for(store)
+    assert layer is not None
+    return layer
 
 
 def test_where_creates_race_a_copy_ranked_later_sees_the_record_instead_of_racing(
     storage_env: str,
 ) -> None:
     store, counter = _racing_store(0.5)
-    watch = fast(store)
-    key = next(k for k in (f"ranked-{i}" for i in range(200)) if watch.create_delay(k) > 1.0)
-    assert watch.create_delay(key) == watch.create_delay(key) <= 4 * 0.5  # a fixed rank
-    handler = OnceHandler(store, key, in_progress_timeout=60.0)
+    layer = _layer(store)
+    key = next(k for k in (f"ranked-{i}" for i in range(200)) if layer.create_delay(k) > 1.0)
+    assert layer.create_delay(key) == layer.create_delay(key) <= 4 * 0.5  # a fixed rank
+    handler = OnceHandler(store, key, in_progress_timeout=60.0, speed=layer)
     outcome: list[Any] = []
     copy = threading.Thread(target=lambda: outcome.append(handler.begin()))
     counter.reset()
@@ -248,11 +253,12 @@ def test_where_creates_race_a_copy_looks_once_at_its_rank_not_also_before(
     storage_env: str,
 ) -> None:
     store, counter = _racing_store(0.05)
-    _learnt_for(store).completed = 1.0  # first looks found keys done (so no create-first)
-    key = min((f"first-{i}" for i in range(200)), key=fast(store).create_delay)  # first
+    layer = _layer(store)
+    layer.completed = 1.0  # first looks found keys done (so no create-first)
+    key = min((f"first-{i}" for i in range(200)), key=layer.create_delay)  # first
     forget_known()
     counter.reset()
-    outcome = OnceHandler(store, key, in_progress_timeout=60.0).begin()
+    outcome = OnceHandler(store, key, in_progress_timeout=60.0, speed=layer).begin()
     assert outcome.decision == Decision.EXECUTE
     # one look when its rank comes (the key still absent), then the create: no read before
     assert counter.by_method() == {"GET": 1, "PUT": 1}
@@ -263,17 +269,19 @@ def test_a_process_waiting_for_one_key_at_a_time_never_runs_out_of_ticks() -> No
     as waits sharing ticks pay, a process taking keys one at a time behind a rival ran out of
     ticks after eight keys and then waited MAX_TICK for every key (two racers on 200 keys: 28
     to 71 s where one alone took 2.4 s)."""
-    from blobsingleton._blob_records import RecordWatch, _State
+    from blobsingleton._record_watch import RecordWatch, State
 
     ticks: list[list[str]] = []
 
-    def ask(names: list[str], seen: dict[str, str | None]) -> dict[str, _State]:
+    def ask(names: list[str], seen: dict[str, str | None]) -> dict[str, State]:
         ticks.append(names)
-        return {name: _State(True, f'"{len(ticks)}"') for name in names}  # each one changed
+        return {name: State(True, f'"{len(ticks)}"') for name in names}  # each one changed
 
-    watch = RecordWatch(
-        None, "p", lambda key: None, lambda name, record: None, None, lambda: 0.05,  # type: ignore[arg-type]
-    )  # fmt: skip
+    class Unread:
+        def read(self, key: str) -> None:
+            return None
+
+    watch = RecordWatch(None, "p", Unread())  # type: ignore[arg-type]
     watch._ask = ask  # type: ignore[method-assign]  # storage answering "changed" at once
     for i in range(20):
         changed, _ = watch.watch(f"p/k{i}", f"k{i}", '"old"', time.monotonic() + 30)

@@ -13,7 +13,7 @@ import pytest
 from blobsingleton import AlreadyInProgress, Busy, Mode, PayloadMismatch, once
 from blobsingleton._connection import TIME_RESOLUTION
 from blobsingleton._once_handler import Decision, OnceHandler
-from blobsingleton._records import forget_known as forget_known_records
+from blobsingleton._speed import forget_known as forget_known_records
 from blobsingleton.records import BlobRecordStore, Status
 from blobsingleton.testing import crashed_run
 from libsupport import queue_client, request_counter

@@ -103,6 +103,29 @@ def test_defer_given_a_service_bus_message_at_the_call_raises_before_claiming() 
         assert runs == [] and memory.records_of(charge).get("charge-A1") is None
 
 
+def test_each_refuses_defer_for_service_bus_messages_as_a_single_call_does() -> None:
+    """Issue 47: `fn.each` shares the single call's admission: an unannotated handler given
+    Service Bus messages under `Busy.defer` is refused both ways, before anything is claimed
+    (the batch path used to run the items)."""
+    runs: list[str] = []
+    with memory_backends() as memory:
+
+        @once("charge-{order_id}", busy=Busy.defer(queue="q"))
+        def charge(msg: Any) -> None:  # Any: no annotation names the trigger
+            runs.append("ran")
+
+        messages = [
+            service_bus_message({"order_id": "A1"}),
+            service_bus_message({"order_id": "A2"}),
+        ]
+        with pytest.raises(TypeError, match="serviceBusTrigger") as single:
+            charge(messages[0])
+        with pytest.raises(TypeError, match="serviceBusTrigger") as batch:
+            charge.each(messages)  # type: ignore[attr-defined]
+        assert str(batch.value) == str(single.value)
+        assert runs == [] and memory.records_of(charge).records == {}
+
+
 def test_an_async_function_refuses_defer_at_the_call_too() -> None:
     with memory_backends() as memory:
 

@@ -112,15 +112,14 @@ def test_the_watchers_read_is_unchanged_while_the_etag_holds(
     store = _store(_container(), sdk=sdk, monkeypatch=monkeypatch)
     created = store.put_if_absent(_record("k"))
     name = store._name("k")
-    watch = store._watch()
-    unchanged = watch._get(name, created.etag)  # If-None-Match: 304
+    unchanged = store.read_unless(name, created.etag)  # If-None-Match: 304
     assert unchanged.present and unchanged.etag == created.etag and unchanged.record is None
     done = store.replace(_record("k", Status.COMPLETED, 7), created.etag or "")
-    changed = watch._get(name, created.etag)
+    changed = store.read_unless(name, created.etag)
     assert changed.record is not None and changed.record.result == 7
     assert changed.etag == done.etag
     store.delete("k", done.etag or "")
-    assert not watch._get(name, done.etag).present
+    assert not store.read_unless(name, done.etag).present
 
 
 def test_a_sas_client_sends_its_token_with_each_request(storage_env: str) -> None:

@@ -93,19 +93,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-#: Edges of modules another helper is restructuring in this round (issue 47a: `_once` <->
-#: `_once_handler` / `_batch` through `Results`, under TYPE_CHECKING). They leave with 47a's
-#: change; nothing else may be added here.
-PENDING_ISSUE_47A = {
-    ("blobsingleton._once_handler", "blobsingleton._once"),
-    ("blobsingleton._batch", "blobsingleton._once"),
-}
-
-
 def test_the_library_has_no_import_circle() -> None:
     graph = import_graph(SOURCE)
-    for low, high in PENDING_ISSUE_47A:
-        graph[low].discard(high)
     assert len(graph) > 30 and graph["blobsingleton._singleton"]  # the source was read
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])

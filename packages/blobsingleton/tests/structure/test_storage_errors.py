@@ -15,10 +15,6 @@ from blobsingleton.errors import LeaseLost, RecordConflict
 
 SOURCE = Path(blobsingleton.__file__).resolve().parent
 
-#: Modules other helpers restructure this round that still test a code of their own: the
-#: listing of ops (issue 51) and the record watcher's reads (issue 47a).
-PENDING = {"_blob_records.py"}
-
 
 def test_no_module_but_the_table_reads_a_storage_error_code() -> None:
     # "LeaseLost" is also the library's exception; the in-memory backends of `testing` give
@@ -28,7 +24,7 @@ def test_no_module_but_the_table_reads_a_storage_error_code() -> None:
     found = {
         path.name
         for path in SOURCE.rglob("*.py")
-        if path.name not in PENDING | {"_storage_errors.py", "testing.py"}
+        if path.name not in {"_storage_errors.py", "testing.py"}
         and naming.search(path.read_text(encoding="utf-8"))
     }
     assert not found, f"storage error codes read outside _storage_errors: {sorted(found)}"
