@@ -144,6 +144,7 @@ def test_every_function_of_the_app_runs_through_the_workers_invocation_path(
         "ops_imports": http_request("GET", f"{base}/imports"),
         "ops_summary_last_hour": http_request("GET", f"{base}/summary"),
         "ops_timers": http_request("GET", f"{base}/timers"),
+        "ops_overview": http_request("GET", f"{base}/overview"),
         "ops_status_page": http_request("GET", f"{base}/status"),
         "ops_status_asset": http_request("GET", f"{base}/status/x", asset="x"),
         "ops_break_lock": http_request("POST", f"{base}/locks/x/break", b"{}", key="/bad"),
