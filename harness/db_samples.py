@@ -57,6 +57,7 @@ def row_of(key: int, member: SampleMember, *, typed: bool = True) -> dict[str, A
             return date.fromisoformat(text)
         except ValueError:
             return None  # a typed column cannot hold junk: NULL stands for it
+
     return {
         KEY: key, "patient_no": member.member_id, "given_name": member.first_name,
         "family_name": member.last_name, "birth_date": day(member.date_of_birth),
@@ -90,9 +91,10 @@ def insert_members(engine: Engine, table: Table, members: Iterable[SampleMember]
         names = [c.name for c in table.columns]
         with engine.begin() as connection:
             raw: Any = connection.connection.dbapi_connection
-            with raw.cursor() as cursor, cursor.copy(
-                f'COPY "{table.name}" ({", ".join(names)}) FROM STDIN'
-            ) as copy:
+            with (
+                raw.cursor() as cursor,
+                cursor.copy(f'COPY "{table.name}" ({", ".join(names)}) FROM STDIN') as copy,
+            ):
                 for row in rows:
                     copy.write_row([row[n] for n in names])
                     written += 1

@@ -86,8 +86,10 @@ def _as_postgres() -> list[str]:
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        raise PostgresMissing("running as root and there is no `postgres` user to run "
-                              "PostgreSQL as (Debian's package creates it)") from None
+        raise PostgresMissing(
+            "running as root and there is no `postgres` user to run "
+            "PostgreSQL as (Debian's package creates it)"
+        ) from None
     return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
 
 

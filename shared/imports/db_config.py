@@ -88,7 +88,7 @@ class DatabaseSource:
         text = "\n".join([self.safe_url, self.name, self.key, repr(self.columns), self.auth])
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
-    def setting(self, suffix: str) -> str:
+    def setting_name(self, suffix: str) -> str:
         return setting_prefix(self.account) + suffix
 
     def __repr__(self) -> str:  # never the password

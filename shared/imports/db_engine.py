@@ -78,7 +78,7 @@ def scope_of(source: DatabaseSource) -> str:
         return POSTGRES_SCOPE
     if backend == "mssql":
         return AZURE_SQL_SCOPE
-    raise ValueError(f"app setting {source.setting('AUTH')}=entra: Microsoft Entra tokens are "
+    raise ValueError(f"app setting {source.setting_name('AUTH')}=entra: Microsoft Entra tokens are "
                      f"for postgresql and mssql URLs, not {backend}")  # fmt: skip
 
 

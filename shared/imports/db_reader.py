@@ -35,9 +35,10 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, select
+from sqlalchemy import Column, MetaData, Table, select, type_coerce
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
+from sqlalchemy.types import NullType
 
 from shared.imports.db_config import DatabaseSource
 from shared.imports.db_engine import describe_error
@@ -69,13 +70,13 @@ def check_columns(engine: Engine, source: DatabaseSource) -> Table:
     except NoSuchTableError:
         raise SourceFileError(
             f"table or view {source.name.partition(':')[2]!r} "
-            f"(app setting {source.setting('TABLE')}) does not exist"
+            f"(app setting {source.setting_name('TABLE')}) does not exist"
         ) from None
     except SQLAlchemyError as error:
         raise SourceUnavailable(describe_error(error, source, engine)) from None
     present = {c.name for c in table.columns}
-    wanted = [(source.setting("KEY"), "key", source.key)]
-    wanted += [(source.setting("COLUMNS"), field, column) for field, column in source.columns]
+    wanted = [(source.setting_name("KEY"), "key", source.key)]
+    wanted += [(source.setting_name("COLUMNS"), field, column) for field, column in source.columns]
     for name, field, column in wanted:
         if column not in present:
             raise SourceFileError(
@@ -158,7 +159,11 @@ def read_rows(engine: Engine, source: DatabaseSource, table: Table,
     """The source's rows in key order, after `resume` (None: from the first), one record
     each; `SourceUnavailable` when a page cannot be read (the rows before it were yielded)."""
     key_column: Column[Any] = table.c[source.key]
-    columns = [key_column, *(table.c[column] for _, column in source.columns)]
+    # the values as the driver gives them (no type's result processing, which a value of
+    # another type than the column's, as SQLite allows, would break on): `_value` judges them
+    columns = [
+        type_coerce(c, NullType()) for c in (key_column, *(table.c[n] for _, n in source.columns))
+    ]
     last = decode_key(resume["key"]) if resume else None
     number = int(resume["line"]) if resume else 0
     read = 0

@@ -282,8 +282,6 @@ def _run_import(
             report.files.append(_import_file(run, blob))
             writer.confirm()
             file_mover.write_json(container, layout.report, report.to_dict())  # progress
-        if run.out_of_time():
-            raise _OutOfTime
         database = _import_database(run) if request.trigger != "arrival" else None
         if database is not None:
             report.files.append(database)
@@ -429,6 +427,8 @@ def _import_database(run: _Run) -> FileReport | None:
         return None
     if any(f.name == source.name for f in run.report.files):
         return None  # an earlier attempt of this run finished it
+    if run.out_of_time():
+        raise _OutOfTime
     with telemetry.import_file(DATABASE, ok=(_OutOfTime,)):
         for pause in (*DATABASE_RETRY_PAUSES_S, None):
             try:
