@@ -623,9 +623,11 @@ def _import_records(
                               state=state.get("ack"))  # fmt: skip
     if saved:
         point = state.get("resume") or {}
-        log.info("resuming run %s of account %s at record %s / byte %s of %s (%s pass; %d "
+        where = (f"key {point['key']}" if "key" in point
+                 else f"byte {point.get('offset', 0)}")  # fmt: skip
+        log.info("resuming run %s of account %s at record %s / %s of %s (%s pass; %d "
                  "records done before; invocation %d of the run)", request.run_id,
-                 request.account, state.get("next_record"), point.get("offset", 0),
+                 request.account, state.get("next_record"), where,
                  result.name, state.get("phase"), result.records,
                  int(run.checkpoint.data.get("invocations", 0)))  # fmt: skip
     if state.get("phase") == "envelope":
