@@ -10,9 +10,9 @@ PYTEST_ARGS ?=
 # the runs at 3, 4 and 5). 1 runs them in this process, one after the other.
 TEST_WORKERS ?= 4
 
-.PHONY: setup chromium demo demo-intro test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
+.PHONY: setup chromium postgres demo demo-intro test test-fast test-lib test-long lint docs dist lock audit bench screenshot clean
 
-setup: $(VENV)/.installed node_modules/.installed chromium
+setup: $(VENV)/.installed node_modules/.installed chromium postgres
 
 # The status page's browser test drives Debian's chromium (never `playwright install`).
 # CI runs as root on a fresh Debian machine; elsewhere without it, the test says how to get it.
@@ -24,6 +24,21 @@ chromium:
 				apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 		else \
 			echo "chromium missing: sudo apt-get install chromium (for tests/ops)"; \
+		fi; \
+	fi
+
+# The database-source tests run a real PostgreSQL (harness/postgres.py starts one per test
+# module on a free port): Debian's package, binaries under /usr/lib/postgresql/*/bin (its
+# cluster is not used: the tests make their own). As root (CI), tests run it as the package's
+# `postgres` user. About 30 s on a fresh machine.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing postgresql (apt-get)"; \
+			apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+				apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends postgresql >/dev/null; \
+		else \
+			echo "postgresql missing: sudo apt-get install postgresql (for tests/imports' database tests)"; \
 		fi; \
 	fi
 

@@ -221,3 +221,15 @@ def test_a_run_killed_between_pages_resumes_after_the_last_stored_page(
     assert len(members) == 1000
     events = [e for e in run_events("acme", "2026-11-22") if e.source == SOURCE]
     assert len(events) == 1000 and len({e.member_id for e in events}) == 1000
+
+
+def test_the_nightly_fan_out_includes_accounts_with_a_database_source(
+    imports_env: ImportsEnv, app_settings: AppSettings, tmp_path: Path
+) -> None:
+    from shared.imports.fanout import accounts_to_import
+
+    imports_env.upload("files", "a.csv", samples.csv_bytes(samples.members(1)))
+    sqlite_account(app_settings, tmp_path / "db.db", account="db-only")
+    assert accounts_to_import() == (["db-only", "files"], 0)
+    app_settings.set({"IMPORT_ACCOUNTS": "files"})
+    assert accounts_to_import() == (["db-only", "files"], 0)
