@@ -12,6 +12,7 @@ and how many accounts ran at the same time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import logging
@@ -21,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableServiceClient
 
 from devhost.supervisor import HostOptions, Supervisor
@@ -216,7 +218,8 @@ def account_result(
     result.overlapping_runs = _overlaps(runs)
     result.run_s = round(sum(e - s for s, e in runs), 2)
     rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
-    result.members_in_table = sum(1 for r in rows_in_table if is_member_row(r["RowKey"]))
+    with contextlib.suppress(ResourceNotFoundError):  # no table: nothing was imported
+        result.members_in_table = sum(1 for r in rows_in_table if is_member_row(r["RowKey"]))
     result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
     result.files_left_in_incoming = sum(
         1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")
@@ -237,6 +240,7 @@ def run(
     log_level: str = "INFO",
     database_accounts: int = 0,
     database_folder: Path | None = None,
+    log_file: str | None = None,
 ) -> ImportsReport:
     """Run the scenario against the storage account in AzureWebJobsStorage; with
     `database_accounts`, that many more accounts whose members are in a SQLite table (in
@@ -293,6 +297,7 @@ def run(
             "AzureFunctionsWebHost__hostid": f"imports-{run_id}",  # fresh timer status blobs
         },
         log_level=log_level,
+        log_file=log_file,
     )
     log.info("run %s: %d instances, %d accounts x %d rows; timer fires at %s", run_id,
              instances, accounts, rows, fire_at.time().isoformat())  # fmt: skip
