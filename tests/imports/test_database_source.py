@@ -22,6 +22,7 @@ from shared.imports.importer import run_import
 from shared.imports.request import ImportRequest
 from shared.settings import InvalidSetting
 from tests.imports.support import ImportsEnv, Killed
+from tests.otel import Telemetry
 from tests.support import AppSettings
 
 NIGHT = date(2026, 11, 22)
@@ -123,7 +124,7 @@ def test_nulls_wrong_types_and_duplicates_are_rejects_with_key_and_reason(
 
 
 def test_a_dropped_column_fails_that_source_before_any_write_naming_it(
-    imports_env: ImportsEnv, app_settings: AppSettings, tmp_path: Path
+    imports_env: ImportsEnv, app_settings: AppSettings, tmp_path: Path, telemetry: Telemetry
 ) -> None:
     url = sqlite_account(app_settings, tmp_path / "acme.db")
     db_samples.create_members_table(url, samples.members(30, prefix="D"))
@@ -140,6 +141,11 @@ def test_a_dropped_column_fails_that_source_before_any_write_naming_it(
     assert "IMPORT_DATABASE_ACME_COLUMNS" in failed.error
     assert report.errors == [f"{SOURCE}: {failed.error}"]
     assert sorted(imports_env.members("acme")) == [f"C{i:07d}" for i in range(5)]  # files go on
+    assert telemetry.added_by("app.imports.files") == {
+        (("kind", "csv"), ("status", "processed")): 1,
+        (("kind", "database"), ("status", "failed")): 1,
+    }
+    assert telemetry.added("app.imports.runs", status="failed") == 1
 
 
 @pytest.mark.parametrize(("suffix", "value", "named"), [
