@@ -29,6 +29,7 @@ field and the type, never the value. A rejected row's record holds its key only.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
@@ -44,6 +45,8 @@ from shared.imports.db_config import DatabaseSource
 from shared.imports.db_engine import describe_error
 from shared.imports.records import SourceFileError, SourceRecord
 from shared.imports.validation import member_id_of
+
+log = logging.getLogger("shared.imports")
 
 #: Rows fetched from the server-side cursor at a time.
 YIELD_ROWS = 1000
@@ -83,6 +86,11 @@ def check_columns(engine: Engine, source: DatabaseSource) -> Table:
                 f"column {column!r} ({field}, app setting {name}) is not in "
                 f"{source.name.partition(':')[2]!r}: dropped or renamed? nothing was read"
             )
+    key = table.c[source.key]
+    if not key.primary_key and key.nullable:  # (a view's columns reflect as nullable)
+        log.warning("import %s: %s: key column %r may hold NULL or repeat: rows with a NULL key "
+                    "are not read, and the keyset needs it unique (a primary key is both)",
+                    source.account, source.name, source.key)  # fmt: skip
     return table
 
 
