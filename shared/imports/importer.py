@@ -1,4 +1,7 @@
-"""One import run of one account: every file in `incoming/`, streamed, validated, fenced.
+"""One import run of one account: every file in `incoming/`, streamed, validated, fenced;
+then, for a nightly or manual run of an account in IMPORT_DATABASE_ACCOUNTS, its database
+source (`_import_database`, `db_reader.py`): one more source kind through the same records
+pass, checkpoints (one per keyset page, its last key as the resume point), rejects and report.
 
 Call it while holding the account's lease, with the lease's fencing token. Files are read
 in name order and each file's records in file order; each record is applied to the
