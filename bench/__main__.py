@@ -24,6 +24,7 @@ BENCHMARKS = {
     "all": "every benchmark on one Azurite, reduced sizes: bench/results/results.json + plots",
     "fanin": "batch job completion tracking: requests per unit, completion latency",
     "imports": "import throughput: batched transactions vs one request per row; peak memory",
+    "db_import": "a PostgreSQL table imported beside the CSV of its members, killed and resumed",
     "handoff": "lease handoff when an instance stops as the host stops it, and when it crashes",
     "fairness": "one key, N contending processes: plain polling against waiting in line",
     "skew": "instance clocks off by minutes: runs per key and takeover after a kill",

@@ -37,7 +37,7 @@ from blobsingleton import Busy, current_lease, once, schedules, singleton, timer
 from blobsingleton.timers import CatchUp, Timer
 
 from shared import poison
-from shared.imports import config
+from shared.imports import config, db_config
 from shared.imports.accounts import InvalidAccount, validate_account
 from shared.imports.arrivals import NotAnArrival, arrival_of, current_etag, version_of
 from shared.imports.fanout import (
@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 #: number, a key of the wrong length) fails the start-up with the setting's name, instead of
 #: every night's run. Each run reads them again (`config.ImportSettings.from_env`).
 SETTINGS = config.check()
+#: Each account's database source, checked the same way (URL, table, key, column mapping:
+#: `db_config.py`); its columns are checked against the table when a run connects.
+DATABASE_SOURCES = db_config.check()
 
 bp = func.Blueprint()
 

@@ -21,11 +21,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness import kit, progress, services
-from harness.scenarios import notifications
+from harness.scenarios import imports, notifications
 
 UNGUARDED_APP = "harness.apps.unguarded_app"
 DEFAULT_INSTANCES = 4
 DEFAULT_EVENTS = 200
+#: The nightly import part: file accounts (a CSV and an 834 each) and one account whose
+#: members are in a SQLite table, every instance firing the timer.
+IMPORT_FILE_ACCOUNTS = 2
+IMPORT_DATABASE_ACCOUNTS = 1
+IMPORT_ROWS = 200
+IMPORT_INSTANCES = 2
+#: Seconds from the part's start to the timer's occurrence: its instances must be up by then
+#: (a loaded machine takes several seconds to start them).
+IMPORT_FIRE_AFTER_S = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,14 +80,44 @@ def main(args: argparse.Namespace) -> int:
                     keep=True, log_level=args.log_level, log_file=log_file,
                     watch=attach,
                 )  # fmt: skip
+        if progress.on_terminal() and not args.json:
+            print(f"Nightly imports: {IMPORT_INSTANCES} instances fire the timer; "
+                  f"{IMPORT_FILE_ACCOUNTS} file accounts and {IMPORT_DATABASE_ACCOUNTS} "
+                  "SQLite account, each imported once...", flush=True)  # fmt: skip
+        nightly = imports.run(
+            IMPORT_INSTANCES, IMPORT_FILE_ACCOUNTS, IMPORT_ROWS, app_dir=args.app_dir,
+            fire_after=IMPORT_FIRE_AFTER_S, timeout=180.0, keep=True, log_level=args.log_level,
+            database_accounts=IMPORT_DATABASE_ACCOUNTS, database_folder=run_dir,
+            log_file=log_file,
+        )  # fmt: skip
     guarded, unguarded = runs["guarded"], runs["unguarded"]
-    ok = guarded.ok and unguarded.drained
+    ok = guarded.ok and unguarded.drained and nightly.ok
     if args.json:
         print(json.dumps({"ok": ok, "guarded": asdict(guarded), "unguarded": asdict(unguarded),
-                          "log": log_file, "azurite_data": str(run_dir / "azurite")}))  # fmt: skip
+                          "imports": nightly.to_dict(), "log": log_file,
+                          "azurite_data": str(run_dir / "azurite")}))  # fmt: skip
     else:
         print(summary(args.instances, args.events, guarded, unguarded, log_file, run_dir))
+        print(imports_summary(nightly))
     return 0 if ok else 1
+
+
+def imports_summary(report: imports.ImportsReport) -> str:
+    """The nightly import part: each account, its source, how often it ran, what it stored."""
+    rows = [f"Nightly imports: {report.instances} instances fired the timer "
+            f"{report.timer_firings} times; one run per account:"]  # fmt: skip
+    for name, account in sorted(report.per_account.items()):
+        source = ("a SQLite table" if account.source == "database"
+                  else "a CSV and an 834")  # fmt: skip
+        rows.append(f"  {name:8} from {source:17} {account.runs} run, {account.imported:>4} "
+                    f"imported, {account.rejected} rejected (bad birth dates), "
+                    f"{account.emails} summary email")  # fmt: skip
+    rows.append(
+        "OK: each account imported exactly once, the SQLite one beside the files"
+        if report.ok
+        else "FAILED: an account ran twice, or not at all (see the log)"
+    )
+    return "\n".join(rows)
 
 
 def summary(

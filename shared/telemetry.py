@@ -6,12 +6,13 @@ each name means and how to query it in Application Insights.
 
     app.imports.records      counter  records whose chunk was committed: outcome imported |
                                       rejected (+ account, only for IMPORT_ACCOUNTS' accounts)
-    app.imports.files        counter  files finished: status processed | rejected | changed |
-                                      refused, kind csv | x12-834 | unknown
+    app.imports.files        counter  files (and database sources) finished: status processed |
+                                      rejected | changed | refused | failed, kind csv | x12-834
+                                      | database | unknown
     app.imports.checkpoints  counter  checkpoints saved: phase envelope | members | sweep
     app.imports.resumes      counter  invocations that carried a run on from its checkpoint
     app.imports.runs         counter  invocations of a run by how they ended: completed |
-                                      continued | stale
+                                      continued | stale | failed (a database source failed)
     app.jobs.completed       counter  jobs whose outcome was recorded: status succeeded | failed
     app.jobs.announced       counter  callbacks recorded: state delivered | refused | abandoned
     app.emails               counter  notification deliveries: outcome sent | duplicate |

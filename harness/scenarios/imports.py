@@ -12,14 +12,17 @@ and how many accounts ran at the same time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableServiceClient
 
 from devhost.supervisor import HostOptions, Supervisor
@@ -33,6 +36,8 @@ log = logging.getLogger("harness.scenario")
 
 BAD_EVERY = 50
 EDI_MEMBERS = 10
+#: Accounts whose members are in a SQLite table (`--database-accounts`).
+DATABASE_PREFIX = "db-"
 
 
 @dataclass
@@ -49,6 +54,7 @@ class AccountResult:
     emails: int = 0
     files_left_in_incoming: int = 0
     instances: list[str] = field(default_factory=list)
+    source: str = "files"  # files (a CSV and an 834) | database (a SQLite table)
 
 
 @dataclass
@@ -91,7 +97,7 @@ class ImportsReport:
         ]
         for name, a in sorted(self.per_account.items()):
             lines.append(
-                f"  {name}: {a.runs} run(s), {a.imported} imported (expected "
+                f"  {name} ({a.source}): {a.runs} run(s), {a.imported} imported (expected "
                 f"{a.expected_imported}, {a.members_in_table} in table), {a.rejected} rejected, "
                 f"{a.run_s:.1f} s, {a.emails} email(s)"
             )
@@ -129,6 +135,20 @@ def upload_account(container: Any, number: int, account: str, rows: int) -> int:
     edi = list(samples.members(EDI_MEMBERS, prefix=f"A{number}E"))
     container.upload_blob(f"{account}/incoming/enrollment.834", samples.edi_bytes(edi))
     return sum(m.valid for m in members) + EDI_MEMBERS
+
+
+def database_account(
+    folder: Path, account: str, number: int, rows: int
+) -> tuple[int, dict[str, str]]:
+    """A SQLite table of `rows` members (every BAD_EVERY-th with a bad birth date) for
+    `account`, and its app settings; returns how many members it should import and them."""
+    from harness import db_samples
+
+    path = (folder / f"{account}.sqlite").resolve()
+    url = f"sqlite:///{path}"
+    members = list(samples.members(rows, prefix=f"D{number}M", bad_every=BAD_EVERY))
+    db_samples.create_members_table(url, members, typed=False)
+    return sum(m.valid for m in members), db_samples.settings_for(account, url)
 
 
 def _upload(container: Any, accounts: list[str], rows: int) -> dict[str, int]:
@@ -179,7 +199,10 @@ def account_result(
     in the member table, its summary emails; and the (start, end) of each attempt."""
     from shared.imports.member_table import is_member_row
 
-    result = AccountResult(rows=rows + EDI_MEMBERS, expected_imported=expected)
+    database = name.startswith(DATABASE_PREFIX)
+    result = AccountResult(rows=rows + (0 if database else EDI_MEMBERS),
+                           expected_imported=expected,
+                           source="database" if database else "files")  # fmt: skip
     runs: list[tuple[float, float]] = []
     for blob in container.list_blobs(name_starts_with=f"{name}/reports/"):
         data = json.loads(container.download_blob(blob.name).readall())
@@ -195,7 +218,8 @@ def account_result(
     result.overlapping_runs = _overlaps(runs)
     result.run_s = round(sum(e - s for s, e in runs), 2)
     rows_in_table = members.query_entities(f"PartitionKey eq '{name}'", select=["RowKey"])
-    result.members_in_table = sum(1 for r in rows_in_table if is_member_row(r["RowKey"]))
+    with contextlib.suppress(ResourceNotFoundError):  # no table: nothing was imported
+        result.members_in_table = sum(1 for r in rows_in_table if is_member_row(r["RowKey"]))
     result.emails = sum(1 for e in emails if e.event_id.startswith(f"import-{name}-"))
     result.files_left_in_incoming = sum(
         1 for _ in container.list_blobs(name_starts_with=f"{name}/incoming/")
@@ -214,8 +238,13 @@ def run(
     timeout: float = 600.0,
     keep: bool = False,
     log_level: str = "INFO",
+    database_accounts: int = 0,
+    database_folder: Path | None = None,
+    log_file: str | None = None,
 ) -> ImportsReport:
-    """Run the scenario against the storage account in AzureWebJobsStorage."""
+    """Run the scenario against the storage account in AzureWebJobsStorage; with
+    `database_accounts`, that many more accounts whose members are in a SQLite table (in
+    `database_folder`) instead of files."""
     from shared.notifications.outbox import read_outbox
 
     started = time.monotonic()
@@ -236,6 +265,16 @@ def run(
     _common.reset_queues(queues.values())
     container = blob_service.get_container_client(containers["IMPORTS_CONTAINER"])
     expected = _upload(container, names, rows)
+    database_settings: dict[str, str | None] = {"IMPORT_DATABASE_ACCOUNTS": None}
+    if database_accounts:
+        folder = database_folder or Path(".devhost") / f"imports-{run_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        databases = [f"{DATABASE_PREFIX}{i:02d}" for i in range(database_accounts)]
+        for i, name in enumerate(databases):
+            expected[name], more = database_account(folder, name, i, rows)
+            database_settings.update(more)
+        database_settings["IMPORT_DATABASE_ACCOUNTS"] = ",".join(databases)
+        names += databases
     fire_at = (datetime.now(UTC) + timedelta(seconds=fire_after)).replace(microsecond=0)
     functions = _common.functions_bound_to(
         ("IMPORT_SCHEDULE", "IMPORT_QUEUE", "NOTIFICATIONS_QUEUE"), app_module, app_dir
@@ -253,10 +292,12 @@ def run(
             "IMPORT_ACCOUNTS": None,
             "MEMBERS_TABLE": table,
             "IMPORT_REPORT_TO": "imports-ops@example.com",
+            **database_settings,
             "SENDGRID_API_KEY": None,
             "AzureFunctionsWebHost__hostid": f"imports-{run_id}",  # fresh timer status blobs
         },
         log_level=log_level,
+        log_file=log_file,
     )
     log.info("run %s: %d instances, %d accounts x %d rows; timer fires at %s", run_id,
              instances, accounts, rows, fire_at.time().isoformat())  # fmt: skip
@@ -316,6 +357,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds from now to the timer's occurrence (the instances must be up by then)",
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--database-accounts", type=int, default=0,
+                        help="more accounts whose members are in a SQLite table")  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:
@@ -323,6 +366,6 @@ def main(args: argparse.Namespace) -> int:
         report = run(
             args.instances, args.accounts, args.rows, app_module=args.app, app_dir=args.app_dir,
             fire_after=args.fire_after, timeout=args.timeout, keep=args.keep,
-            log_level=args.log_level,
+            log_level=args.log_level, database_accounts=args.database_accounts,
         )  # fmt: skip
     return _common.print_report(report, args.json, kept="its storage is kept for inspection")

@@ -1,9 +1,9 @@
 """The nightly fan-out: which accounts to import, for which night, one message each.
 
 Accounts are app setting IMPORT_ACCOUNTS when set, else the top-level folders of the imports
-container. The run date is the date of the schedule occurrence being fired, taken from the
-schedule rather than the instance's clock, so every instance (and a late catch-up run)
-names the same night.
+container; and the accounts with a database source (IMPORT_DATABASE_ACCOUNTS). The run date
+is the date of the schedule occurrence being fired, taken from the schedule rather than the
+instance's clock, so every instance (and a late catch-up run) names the same night.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from azure.core.exceptions import ResourceNotFoundError
 
 from shared import settings, storage
 from shared.imports.accounts import configured_accounts, discovered_accounts
+from shared.imports.db_config import database_accounts
 from shared.imports.layout import imports_container
 from shared.imports.request import ImportRequest
 
@@ -25,16 +26,20 @@ SCHEDULE = "%IMPORT_SCHEDULE%"
 
 
 def accounts_to_import(connection: str = "AzureWebJobsStorage") -> tuple[list[str], int]:
-    """(accounts, number of folders skipped because their name is not a valid account)."""
+    """(accounts, number of folders skipped because their name is not a valid account).
+
+    The accounts with a database source (IMPORT_DATABASE_ACCOUNTS) are imported every night
+    too, whether or not they have a folder."""
+    databases = database_accounts()
     configured = configured_accounts()
     if configured is not None:
-        return configured, 0
+        return sorted({*configured, *databases}), 0
     try:
         accounts, skipped = discovered_accounts(imports_container(connection))
     except ResourceNotFoundError:
-        log.warning("imports container does not exist: no accounts to import")
-        return [], 0
-    return accounts, len(skipped)
+        log.warning("imports container does not exist: no account folders to import")
+        return databases, 0
+    return sorted({*accounts, *databases}), len(skipped)
 
 
 def enqueue_request(request: ImportRequest, connection: str = "AzureWebJobsStorage") -> None:

@@ -8,7 +8,7 @@ dates:
     MemberId, Event (add | change | termination | reinstatement), Status, PreviousStatus,
     Effective (YYYY-MM-DD or absent), Maintenance (INS03, "csv", or "030" for a member an
     audit file left out), Coverages (line/plan/begin/end after the event), RunId,
-    SourceFile, SourceLocation
+    SourceFile, SourceLocation, SourceKind (csv | x12-834 | database)
 
     >>> for event in terminations("acme", "2026-11-22"):     # who was terminated tonight
     ...     print(event.member_id, event.effective)
@@ -50,6 +50,7 @@ class MemberEvent:
     source: str
     location: str
     coverages: tuple[dict[str, Any], ...] = ()
+    kind: str = ""  # the source's kind: csv | x12-834 | database
 
     @classmethod
     def from_entity(cls, entity: Any) -> MemberEvent:
@@ -65,6 +66,7 @@ class MemberEvent:
             source=str(entity.get("SourceFile")),
             location=str(entity.get("SourceLocation")),
             coverages=tuple(json.loads(entity.get("Coverages") or "[]")),
+            kind=str(entity.get("SourceKind") or ""),
         )
 
 
@@ -96,6 +98,8 @@ def event_entity(
         "SourceFile": origin.source,
         "SourceLocation": origin.location,
     }
+    if origin.kind:
+        entity["SourceKind"] = origin.kind
     if effective is not None:
         entity["Effective"] = effective.isoformat()
     return entity

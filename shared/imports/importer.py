@@ -1,4 +1,7 @@
-"""One import run of one account: every file in `incoming/`, streamed, validated, fenced.
+"""One import run of one account: every file in `incoming/`, streamed, validated, fenced;
+then, for a nightly or manual run of an account in IMPORT_DATABASE_ACCOUNTS, its database
+source (`_import_database`, `db_reader.py`): one more source kind through the same records
+pass, checkpoints (one per keyset page, its last key as the resume point), rejects and report.
 
 Call it while holding the account's lease, with the lease's fencing token. Files are read
 in name order and each file's records in file order; each record is applied to the
@@ -77,6 +80,9 @@ from shared.imports.blob_source import open_text
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.config import ImportSettings
 from shared.imports.csv_reader import read_csv
+from shared.imports.db_config import DATABASE, DatabaseSource, database_source
+from shared.imports.db_engine import engine_for
+from shared.imports.db_reader import SourceUnavailable, check_columns, read_rows
 from shared.imports.dependents import identity_digest
 from shared.imports.history import event_entity
 from shared.imports.layout import (
@@ -118,6 +124,7 @@ from shared.imports.x12 import speedups
 from shared.imports.x12.families import ReadLimits
 from shared.imports.x12.members import FileFacts
 from shared.imports.x12.reader import read_834, scan_envelope
+from shared.settings import InvalidSetting
 
 log = logging.getLogger("shared.imports")
 
@@ -129,6 +136,11 @@ MAX_AUDIT_REJECTS = 10_000
 #: parallel) ahead of applying them.
 PREFETCH_WINDOW = 500
 KINDS = {".csv": "csv", ".834": "x12-834", ".x12": "x12-834", ".edi": "x12-834"}
+X12 = "x12-834"
+#: A database read that breaks off after rows were read (a statement timeout, a dropped
+#: connection) is read again from the last checkpointed page this many times, after these
+#: pauses (seconds), before the source fails for this run.
+DATABASE_RETRY_PAUSES_S = (2.0, 10.0)
 
 
 def kind_of(name: str) -> str | None:
@@ -155,10 +167,30 @@ class _Run:
     telemetry: telemetry.ImportTelemetry
     progressed: bool = False  # a chunk or a file done in this invocation
     ack: AckWriter | None = None  # the acknowledgment of the 834 being read
+    database: _Database | None = None  # the account's database source being read
 
     def out_of_time(self) -> bool:
         """Past the budget, once this invocation got something done (each makes progress)."""
         return self.progressed and time.monotonic() >= self.deadline
+
+
+@dataclass(frozen=True)
+class _Database:
+    """An account's database source in a run, as `_import_records` reads any source: `name`
+    and `etag` (the settings' fingerprint: a checkpoint is for these settings) like a blob's."""
+
+    source: DatabaseSource
+    engine: Any
+    table: Any = None
+    size: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def etag(self) -> str:
+        return self.source.fingerprint
 
 
 class _OutOfTime(Exception):
@@ -253,6 +285,11 @@ def _run_import(
             report.files.append(_import_file(run, blob))
             writer.confirm()
             file_mover.write_json(container, layout.report, report.to_dict())  # progress
+        database = _import_database(run) if request.trigger != "arrival" else None
+        if database is not None:
+            report.files.append(database)
+            if database.status == "failed":
+                report.errors.append(f"{database.name}: {database.error}")
         writer.confirm()
     except _OutOfTime:
         return _continued(run)
@@ -262,10 +299,11 @@ def _run_import(
         raise
     finally:
         writer.close()
-    report.finish("completed")
+    outcome = "failed" if any(f.status == "failed" for f in report.files) else "completed"
+    report.finish(outcome)
     run.telemetry.ended(report)
     file_mover.write_json(container, layout.report, report.to_dict())
-    file_mover.write_json(container, layout.attempt(token), report.attempt("completed"))
+    file_mover.write_json(container, layout.attempt(token), report.attempt(outcome))
     log.info(
         "import %s/%s done: %d file(s), %d records, %d imported, %d rejected; this "
         "invocation %.1f s, token %d",
@@ -303,8 +341,9 @@ def _earlier_attempts_files(container: Any, layout: Layout) -> list[FileReport]:
     except ResourceNotFoundError:
         return []
     files = [FileReport.from_dict(f) for f in data.get("files", [])]
-    # refused files stay in incoming/: this attempt lists (and refuses) them again
-    return [f for f in files if f.status not in ("pending", "refused")]
+    # refused files stay in incoming/: this attempt lists (and refuses) them again; a
+    # database source that failed is tried again
+    return [f for f in files if f.status not in ("pending", "refused", "failed")]
 
 
 def _refuse(run: _Run, name: str, blob: Any, error: InvalidFileName) -> FileReport:
@@ -332,8 +371,13 @@ def _import_file(run: _Run, blob: Any) -> FileReport:
 
 
 def _import_one_file(run: _Run, blob: Any) -> FileReport:
-    name = run.layout.file_name(blob.name)
-    kind = kind_of(name)
+    """One incoming file, or (`blob` a `_Database`) the account's database source."""
+    kind: str | None
+    if isinstance(blob, _Database):
+        name, kind = blob.name, DATABASE
+    else:
+        name = run.layout.file_name(blob.name)
+        kind = kind_of(name)
     saved = run.saved
     resumed = saved.get("file") == name and saved.get("etag") == str(blob.etag or "")
     result = FileReport(name=name, kind=kind or "unknown", bytes=int(blob.size or 0),
@@ -367,6 +411,63 @@ def _import_one_file(run: _Run, blob: Any) -> FileReport:
     return result
 
 
+def _import_database(run: _Run) -> FileReport | None:
+    """The account's database source (`db_reader.py`), after its incoming files: None when it
+    has none, or an earlier attempt of this run read it to its end.
+
+    Its settings are read and its table reflected (every mapped column present) before any
+    of its rows is read or written; a bad setting, a missing column, an unreachable host or
+    a refused login fail the source at once with the reason (status "failed", the run's
+    status "failed": the next trigger tries again, nothing is retried in a loop). A read
+    that breaks off after rows were read resumes from the last checkpointed page
+    (DATABASE_RETRY_PAUSES_S), as a new invocation would; the rows before stay imported."""
+    account = run.request.account
+    try:
+        source = database_source(account)
+    except InvalidSetting as error:
+        return _database_failed(run, DATABASE, str(error))
+    if source is None:
+        return None
+    if any(f.name == source.name for f in run.report.files):
+        return None  # an earlier attempt of this run finished it
+    if run.out_of_time():
+        raise _OutOfTime
+    with telemetry.import_file(DATABASE, ok=(_OutOfTime,)):
+        for pause in (*DATABASE_RETRY_PAUSES_S, None):
+            try:
+                engine = engine_for(source)
+                run.database = _Database(source, engine)
+                table = check_columns(engine, source)
+                run.database = _Database(source, engine, table)
+                return _import_one_file(run, run.database)
+            except SourceFileError as error:  # a column gone: refused before any write
+                return _database_failed(run, source.name, str(error))
+            except SourceUnavailable as error:
+                run.writer.discard()
+                if not error.rows or pause is None:
+                    return _database_failed(run, source.name, error.reason)
+                log.warning("import %s/%s: %s: read broke off after %d row(s) (%s); reading "
+                            "again from the last checkpoint in %.0f s", account,
+                            run.request.run_id, source.name, error.rows, error.reason,
+                            pause)  # fmt: skip
+                time.sleep(pause)
+                run.saved = dict(run.checkpoint.data)
+            except ValueError as error:  # an AUTH=entra URL of another backend
+                return _database_failed(run, source.name, str(error))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _database_failed(run: _Run, name: str, reason: str) -> FileReport:
+    """The database source could not be read this run: the report says why (no password in
+    it: reasons come from `db_config` and `db_engine.describe_error`)."""
+    log.warning("import %s/%s: %s failed: %s", run.request.account, run.request.run_id, name,
+                reason)  # fmt: skip
+    result = FileReport(name=name, kind=DATABASE, status="failed", token=run.writer.token,
+                        error=reason)  # fmt: skip
+    run.telemetry.end_file(result)
+    return result
+
+
 class _TooBig(SourceFileError):
     """The file is over IMPORT_MAX_FILE_BYTES: rejected unread."""
 
@@ -375,6 +476,9 @@ def _reader(
     run: _Run, blob: Any, kind: str, facts: FileFacts, resume: dict[str, Any] | None
 ) -> Iterator[SourceRecord]:
     """The file's records from `resume` (None: the top), by a range read from its offset."""
+    if kind == DATABASE:
+        assert run.database is not None
+        return read_rows(run.database.engine, run.database.source, run.database.table, resume)
     offset = int(resume["offset"]) if resume else 0
     text = open_text(container_name(), blob.name, blob.etag, run.connection, offset=offset,
                      size=int(blob.size or 0))  # fmt: skip
@@ -504,7 +608,7 @@ def _import_records(
     request, writer = run.request, run.writer
     state: dict[str, Any] = dict(saved) if saved else {
         "file": result.name, "etag": str(blob.etag or ""), "kind": kind,
-        "phase": "envelope" if kind != "csv" else "members", "resume": None, "next_record": 0,
+        "phase": "envelope" if kind == X12 else "members", "resume": None, "next_record": 0,
     }  # fmt: skip
     rejects = RejectWriter.from_checkpoint(
         run.container.get_blob_client(run.layout.rejected_records(result.name)), result.name,
@@ -517,14 +621,16 @@ def _import_records(
     if saved_facts.get("effective"):
         facts.effective = date.fromisoformat(saved_facts["effective"])
     audit = _Audit.from_dict(state.get("audit"))
-    if kind != "csv":
+    if kind == X12:
         run.ack = _ack_writer(run, result, key_of_file, rejecting=state.get("phase") == "envelope",
                               state=state.get("ack"))  # fmt: skip
     if saved:
         point = state.get("resume") or {}
-        log.info("resuming run %s of account %s at record %s / byte %s of %s (%s pass; %d "
+        where = (f"key {point['key']}" if "key" in point
+                 else f"byte {point.get('offset', 0)}")  # fmt: skip
+        log.info("resuming run %s of account %s at record %s / %s of %s (%s pass; %d "
                  "records done before; invocation %d of the run)", request.run_id,
-                 request.account, state.get("next_record"), point.get("offset", 0),
+                 request.account, state.get("next_record"), where,
                  result.name, state.get("phase"), result.records,
                  int(run.checkpoint.data.get("invocations", 0)))  # fmt: skip
     if state.get("phase") == "envelope":
@@ -544,13 +650,15 @@ def _import_records(
             _stop_file(run, blob, result, rejects, full.reason)
             return
         _save(run, state, result, rejects, facts, audit, phase="sweep", resume=None)
-    if kind != "csv":
+    if kind == X12:
         _sweep(run, result, audit, facts, key_of_file)
     rejects.commit()
     writer.confirm()  # the blob effects below are not covered by the table's If-Match
     if run.ack is not None:
         _acknowledged(run, result, run.ack.finish())
-    file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name), blob.etag)
+    if kind != DATABASE:  # a table stays where it is
+        file_mover.move_blob(run.container, blob.name, run.layout.processed(result.name),
+                             blob.etag)  # fmt: skip
     result.status = "processed"
     log.info("import %s/%s: %s processed: %d records, %d imported, %d rejected",
              request.account, request.run_id, result.name, result.records, result.imported,
@@ -583,10 +691,12 @@ def _stop_file(run: _Run, blob: Any, result: FileReport, rejects: RejectWriter,
     if run.ack is not None:
         _acknowledged(run, result, run.ack.finish(rejected=True))
     layout = run.layout
-    file_mover.write_json(run.container, layout.rejected_reason(result.name), {
-        "source": result.name, "run_id": run.request.run_id, "reason": result.error,
-    })  # fmt: skip
-    file_mover.move_blob(run.container, blob.name, layout.rejected_file(result.name), blob.etag)
+    if result.kind != DATABASE:  # a table stays where it is: the report says why it stopped
+        file_mover.write_json(run.container, layout.rejected_reason(result.name), {
+            "source": result.name, "run_id": run.request.run_id, "reason": result.error,
+        })  # fmt: skip
+        file_mover.move_blob(run.container, blob.name, layout.rejected_file(result.name),
+                             blob.etag)  # fmt: skip
     log.warning("import %s/%s: %s stopped: %s", run.request.account, run.request.run_id,
                 result.name, result.error)  # fmt: skip
 
@@ -620,7 +730,7 @@ def _save(
 
 def _next_record(kind: str, resume: dict[str, Any]) -> int:
     """The number of the first record after resume point `resume`."""
-    return int(resume["line"]) + 1 if kind == "csv" else int(resume["segment"])
+    return int(resume["segment"]) if kind == X12 else int(resume["line"]) + 1
 
 
 def _import_members(
@@ -646,7 +756,7 @@ def _import_members(
     for record, prepared in _prepared(run, _reader(run, blob, kind, facts, state.get("resume"))):
         if run.ack is not None:
             run.ack.apply_until(record.number)
-        origin = Provenance(request.run_id, result.name, record.location)
+        origin = Provenance(request.run_id, result.name, record.location, kind)
         outcome = _import_record(run, record, prepared, origin, key_of_file)
         if not isinstance(outcome, str) and not rejects.add(record, outcome[1]):
             writer.flush()  # the records before it stay imported
@@ -655,14 +765,15 @@ def _import_members(
             raise _RejectsFull(f"stopped at {record.location}: {rejects.passed}")
         result.records += 1
         in_chunk += 1
-        if kind != "csv":
+        if kind == X12:
             audit.add(record, rejected=not isinstance(outcome, str))
         if isinstance(outcome, str):
             result.count(outcome)
         else:
             category, reason = outcome
             result.reject(record.location, record.member_id, category, reason, record.line)
-        if in_chunk >= run.chunk_records and record.resume is not None:
+        # a database source's page end: every page is checkpointed with its last key
+        if (in_chunk >= run.chunk_records or kind == DATABASE) and record.resume is not None:
             writer.flush()
             point = record.resume
             result.duration_s = round(time.monotonic() - file_started, 3)

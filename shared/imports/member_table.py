@@ -143,6 +143,7 @@ class Provenance:
     run_id: str
     source: str
     location: str
+    kind: str = ""  # csv | x12-834 | database ("" on rows written before kinds were kept)
 
 
 def is_member_row(row_key: str) -> bool:

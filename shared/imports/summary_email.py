@@ -57,7 +57,7 @@ def summary_notification(report: RunReport, report_blob: str, to: list[str]) -> 
     ]
     for f in report.files:
         line = (
-            f"- {f.name}: {f.status}, {f.added} added, {f.changed} changed, "
+            f"- {f.name} ({f.kind}): {f.status}, {f.added} added, {f.changed} changed, "
             f"{f.terminated} terminated, {f.reinstated} reinstated, {f.rejected} rejected"
         )
         lines.append(

@@ -41,6 +41,9 @@ def _check_summary(text: str) -> Path:
     assert guarded and guarded.groups() == ("15", "0", "0"), text  # 15 emails, 0 dup, 0 missing
     assert unguarded and int(unguarded[1]) == 30 and int(unguarded[2]) == 15, text
     assert "OK: each event emailed exactly once" in text
+    # the nightly imports part: two accounts of files, one from a SQLite table, each run once
+    assert re.search(r"db-00 +from a SQLite table +1 run, +196 imported", text), text
+    assert "OK: each account imported exactly once, the SQLite one beside the files" in text
     assert "python -m harness scenario notifications --app" in text  # what to run next
     assert not re.search(r"(?<![/\w])python -m harness", text), "a bare `python`: not the venv's"
     log = re.search(r"Instances' log: (\S+)", text)
