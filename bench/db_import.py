@@ -98,8 +98,11 @@ def _spawn(env: dict[str, str], mode: str, account: str) -> subprocess.Popen[str
 
 
 def _result(output: str) -> dict[str, Any]:
-    line = [x for x in output.splitlines() if x.startswith('{"mode"')][-1]
-    return dict(json.loads(line))
+    lines = [x for x in output.splitlines() if x.startswith('{"mode"')]
+    if not lines:  # the child failed: say how
+        raise RuntimeError("an import process ended without its result; its output ended:\n"
+                           + "\n".join(output.splitlines()[-30:]))  # fmt: skip
+    return dict(json.loads(lines[-1]))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
