@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -174,15 +173,18 @@ def firing(back: int) -> TimerRequest:
 
 
 def test_the_watcher_timer_finishes_a_job_whose_counter_lags(
-    jobs_env: JobSettings, receiver: CallbackReceiver
+    jobs_env: JobSettings, receiver: CallbackReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     post_job({"job_id": "lag", "units": units(2), "callback_url": receiver.url})
     store = JobStore(jobs_env)
     store.mark("lag", "u00000", UnitState.DONE)  # its worker died before counting it
     record_unit(store, "lag", "u00001", 2)
+    # The stall window set around each sweep rather than slept through (a sweep under load
+    # took longer than the suite's 1 s window, so the first sweep found the counter stalled).
+    monkeypatch.setenv("JOB_STALL_SECONDS", "3600")
     watch_jobs(firing(1))
     assert run_announcements(jobs_env) == 0  # the counter moved less than JOB_STALL_SECONDS ago
-    time.sleep(2.1)  # Last-Modified has a one-second resolution
+    monkeypatch.setenv("JOB_STALL_SECONDS", "0")  # now it has not moved for the whole window
     watch_jobs(firing(0))  # the next occurrence (one occurrence sweeps once)
     assert receiver.posts == []  # the sweep queues the announcement, never POSTs itself
     assert run_announcements(jobs_env) == 1
