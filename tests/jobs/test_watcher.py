@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
 
@@ -22,17 +21,23 @@ def closed_port_url() -> str:
 def test_an_unreachable_callback_is_retried_then_abandoned_and_the_job_archived(
     jobs_env: JobSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("JOB_CALLBACK_GIVE_UP_HOURS", str(3 / 3600))  # three seconds
-    store = JobStore(JobSettings.from_env())
+    # The stall and give-up windows are set around each step rather than slept through (under
+    # load a step took longer than the suite's 1 s stall window).
+    def settings(stall: str, give_up_hours: str) -> JobStore:
+        monkeypatch.setenv("JOB_STALL_SECONDS", stall)
+        monkeypatch.setenv("JOB_CALLBACK_GIVE_UP_HOURS", give_up_hours)
+        return JobStore(JobSettings.from_env())
+
+    store = settings("3600", "1")
     submit(jobs_env, closed_port_url(), units(1), "unreachable")
     assert record_unit(store, "unreachable", "u00000", 1).completion is None  # not announced
     assert watch(store) == {"finalizing": 1}  # the finalizer might still be at it
-    time.sleep(1.5)
+    store = settings("0", "1")  # the finalizer has had its window
     assert watch(store) == {"announcing": 1}  # queued again
     assert run_announcements(jobs_env) == 1  # retried, still unreachable
-    time.sleep(2)
     assert watch(store) == {"announcing": 1}
-    assert run_announcements(jobs_env) == 1  # past JOB_CALLBACK_GIVE_UP_HOURS: abandoned
+    store = settings("0", "0")  # past JOB_CALLBACK_GIVE_UP_HOURS
+    assert run_announcements(jobs_env) == 1  # abandoned
     assert watch(store) == {}
     status = job_status(store, "unreachable")
     assert status is not None and status["archived"]
