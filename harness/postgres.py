@@ -17,13 +17,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.services import free_port, stop_process
 
 SUPERUSER = "postgres"
 SUPERUSER_PASSWORD = "harness-superuser"  # a throwaway server's; never a real secret
@@ -44,12 +45,6 @@ def bin_dir() -> Path:
         raise PostgresMissing("PostgreSQL is not installed: `make postgres` (as root: Debian's "
                               "postgresql package)")  # fmt: skip
     return Path(found[-1]).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -132,10 +127,5 @@ def postgres_server(*, timeout: float = 60.0) -> Iterator[PostgresServer]:
             time.sleep(0.1)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, grace=20)
         shutil.rmtree(folder, ignore_errors=True)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "node_modules" / ".bin"
@@ -70,11 +71,12 @@ def _binary(name: str) -> str:
     return str(path)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """Terminate `proc` and wait for it; killed if it is still running after `grace` s."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -155,7 +157,7 @@ def azurite(
             _wait_for_port(port, proc, log, timeout=60)
         yield ports_used
     finally:
-        _stop(proc)
+        stop_process(proc)
         if own_dir:
             shutil.rmtree(location, ignore_errors=True)
 
@@ -176,5 +178,5 @@ def prism(spec: Path = SENDGRID_SPEC) -> Iterator[str]:
         _wait_for_port(port, proc, log, timeout=90)
         yield f"http://127.0.0.1:{port}"
     finally:
-        _stop(proc)
+        stop_process(proc)
         shutil.rmtree(log_dir, ignore_errors=True)

@@ -21,7 +21,8 @@ from sqlalchemy import text
 
 from harness import db_samples
 from harness import import_samples as samples
-from harness.postgres import PostgresServer, free_port, postgres_server
+from harness.postgres import PostgresServer, postgres_server
+from harness.services import free_port
 from shared.imports import db_engine, importer
 from shared.imports.checkpoint import CheckpointStore
 from shared.imports.db_config import database_source
